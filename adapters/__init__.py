@@ -1,0 +1,75 @@
+"""memshift's backends: the contract, the classic and middleware adapters, and stores.
+
+The import name ``adapters`` is shared with an unrelated PyPI distribution; ``compat``
+checks before importing this package that the one on the path is memshift's.
+"""
+
+from __future__ import annotations
+
+__memshift__ = True  # marker checked by compat: this ``adapters`` is memshift's
+
+from adapters.base import MemoryBackend
+from adapters.classic import ClassicBackend, PolicySummaryBufferMemory
+from adapters.errors import (
+    BackendConflictError,
+    ConfigError,
+    ContentError,
+    InputKeyError,
+    InvalidThreadId,
+    MemshiftError,
+    StoreError,
+    SummarizerError,
+    ThreadIdRequired,
+    UnknownArgumentError,
+)
+from adapters.middleware import MemshiftSummarizationMiddleware, MiddlewareBackend
+from adapters.policy import DEFAULT_SUMMARY_PROMPT, FoldPlan, MemoryPolicy
+from adapters.stores import MemoryStore, Store, open_store, redact_url
+from adapters.summarizer import (
+    ChatModelSummarizer,
+    DeterministicSummarizer,
+    Summarizer,
+    SummarizerChatModel,
+)
+from adapters.tokens import count_tokens_cjk, tiktoken_counter
+from adapters.view import MemoryView, ThreadRecord, compare_views
+
+BACKENDS: dict[str, type[MemoryBackend]] = {
+    ClassicBackend.name: ClassicBackend,
+    MiddlewareBackend.name: MiddlewareBackend,
+}
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_SUMMARY_PROMPT",
+    "BackendConflictError",
+    "ChatModelSummarizer",
+    "ClassicBackend",
+    "ConfigError",
+    "ContentError",
+    "DeterministicSummarizer",
+    "FoldPlan",
+    "InputKeyError",
+    "InvalidThreadId",
+    "MemoryBackend",
+    "MemoryPolicy",
+    "MemoryStore",
+    "MemoryView",
+    "MemshiftError",
+    "MemshiftSummarizationMiddleware",
+    "MiddlewareBackend",
+    "PolicySummaryBufferMemory",
+    "Store",
+    "StoreError",
+    "Summarizer",
+    "SummarizerChatModel",
+    "SummarizerError",
+    "ThreadIdRequired",
+    "ThreadRecord",
+    "UnknownArgumentError",
+    "compare_views",
+    "count_tokens_cjk",
+    "open_store",
+    "redact_url",
+    "tiktoken_counter",
+]

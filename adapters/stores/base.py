@@ -1,0 +1,90 @@
+"""The store seam: where a thread's transcript, classic window/summary and checkpoints live.
+
+One ``Store`` per URL serves both backends, so the raw transcript sits beside the
+memory it explains and a fold can be one transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["ClassicRecord", "Store"]
+
+
+@dataclass(frozen=True)
+class ClassicRecord:
+    """The part of a classic thread that stock ``ConversationSummaryBufferMemory`` never persists."""
+
+    summary: str = ""
+    folds: int = 0
+
+
+class Store(ABC):
+    """Persistence for one store URL. Thread ids are data: never paths, never SQL."""
+
+    url: str  # redacted: never carries a password
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- raw transcript (append-only) --------------------------------------------------
+    @abstractmethod
+    def transcript(self, thread_id: str) -> list[BaseMessage]:
+        """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
+
+    @abstractmethod
+    def append_transcript(self, thread_id: str, messages: Sequence[BaseMessage]) -> int:
+        """Append messages whose ids the thread does not hold yet; return how many were new."""
+
+    @abstractmethod
+    def thread_ids(self) -> list[str]:
+        """Threads with a transcript, in first-seen order."""
+
+    # -- classic backend -------------------------------------------------------------
+    @abstractmethod
+    def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
+        """The verbatim window of a classic thread, as a real LangChain chat history."""
+
+    @abstractmethod
+    def classic_record(self, thread_id: str) -> ClassicRecord:
+        """The persisted running summary and fold count."""
+
+    @abstractmethod
+    def classic_fold(
+        self, thread_id: str, summary: str, folds: int, window: Sequence[BaseMessage]
+    ) -> None:
+        """Write the new summary and replace the window in one step (both or neither)."""
+
+    @abstractmethod
+    def classic_clear(self, thread_id: str) -> None:
+        """Forget the window and summary (the transcript stays)."""
+
+    # -- middleware backend ------------------------------------------------------------
+    @property
+    @abstractmethod
+    def checkpointer(self) -> BaseCheckpointSaver:
+        """The LangGraph checkpointer that ``create_agent`` continues threads on."""
+
+    def retain(self, thread_id: str) -> None:
+        """Drop old checkpoints of a thread (retention). Default: keep everything."""
+
+    # -- coordination ------------------------------------------------------------------
+    @contextmanager
+    def lock(self, thread_id: str) -> Iterator[None]:
+        """Serialise writers of one thread (in-process; SQL stores add cross-process locks)."""
+        with self._locks_guard:
+            lock = self._locks.setdefault(thread_id, threading.RLock())
+        with lock:
+            yield
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,77 @@
+"""In-process store: InMemoryChatMessageHistory windows and an InMemorySaver."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+from adapters.stores.base import ClassicRecord, Store
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """Everything in this process; gone when it exits."""
+
+    url = "memory"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._guard = threading.RLock()
+        self._transcripts: dict[str, list[BaseMessage]] = {}
+        self._transcript_ids: dict[str, set[str]] = {}
+        self._histories: dict[str, InMemoryChatMessageHistory] = {}
+        self._records: dict[str, ClassicRecord] = {}
+        self._saver = InMemorySaver()
+
+    def transcript(self, thread_id: str) -> list[BaseMessage]:
+        with self._guard:
+            return [m.model_copy(deep=True) for m in self._transcripts.get(thread_id, [])]
+
+    def append_transcript(self, thread_id: str, messages: Sequence[BaseMessage]) -> int:
+        with self._guard:
+            log = self._transcripts.setdefault(thread_id, [])
+            ids = self._transcript_ids.setdefault(thread_id, set())
+            added = 0
+            for message in messages:
+                if message.id is not None and message.id in ids:
+                    continue
+                log.append(message.model_copy(deep=True))
+                if message.id is not None:
+                    ids.add(message.id)
+                added += 1
+            return added
+
+    def thread_ids(self) -> list[str]:
+        with self._guard:
+            return list(self._transcripts)
+
+    def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
+        with self._guard:
+            return self._histories.setdefault(thread_id, InMemoryChatMessageHistory())
+
+    def classic_record(self, thread_id: str) -> ClassicRecord:
+        with self._guard:
+            return self._records.get(thread_id, ClassicRecord())
+
+    def classic_fold(
+        self, thread_id: str, summary: str, folds: int, window: Sequence[BaseMessage]
+    ) -> None:
+        with self._guard:
+            history = self._histories.setdefault(thread_id, InMemoryChatMessageHistory())
+            history.messages = list(window)
+            self._records[thread_id] = ClassicRecord(summary=summary, folds=folds)
+
+    def classic_clear(self, thread_id: str) -> None:
+        with self._guard:
+            self._histories.pop(thread_id, None)
+            self._records.pop(thread_id, None)
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver:
+        return self._saver

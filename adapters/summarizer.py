@@ -1,0 +1,204 @@
+"""The one summarization routine both backends call, and the summarizers it can drive.
+
+Each fold calls ``summarize(previous_summary, folded_messages)``: the classic adapter
+from ``predict_new_summary``, the middleware adapter from the ``summarizer=`` hook of
+``SummarizationMiddleware``. Same input, same routine, same retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.prompts import PromptTemplate
+
+from adapters.errors import ConfigError, SummarizerError
+from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
+
+__all__ = [
+    "CallableSummarizer",
+    "ChatModelSummarizer",
+    "DeterministicSummarizer",
+    "Summarizer",
+    "SummarizerChatModel",
+    "resolve_summarizer",
+    "run_summarizer",
+]
+
+logger = logging.getLogger("memshift.summarizer")
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Writes the new running summary from the previous one and the messages being folded."""
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str: ...
+
+
+class CallableSummarizer:
+    """Adapts ``fn(summary, messages) -> str``."""
+
+    def __init__(self, fn: Callable[[str, Sequence[BaseMessage]], str]) -> None:
+        self.fn = fn
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return self.fn(summary, messages)
+
+
+class ChatModelSummarizer:
+    """Prompts a chat model with the progressive summary prompt (classic's variables)."""
+
+    def __init__(
+        self,
+        llm: BaseLanguageModel,
+        prompt: PromptTemplate,
+        *,
+        human_prefix: str = "Human",
+        ai_prefix: str = "AI",
+    ) -> None:
+        self.llm = llm
+        self.prompt = prompt
+        self.human_prefix = human_prefix
+        self.ai_prefix = ai_prefix
+
+    def render(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        new_lines = get_buffer_string(
+            list(messages), human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
+        )
+        # Delimiter sequences inside the data are neutralised so text cannot close the frame.
+        new_lines = new_lines.replace("<<<", "< < <").replace(">>>", "> > >")
+        return self.prompt.format(summary=summary, new_lines=new_lines)
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        reply = self.llm.invoke(self.render(summary, messages))
+        return reply if isinstance(reply, str) else reply.text
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+_GREETING = re.compile(r"^(hi|hello|hey|thanks|thank you|你好|谢谢|好的)\b[!,.！，。 ]*$", re.I)
+
+
+class DeterministicSummarizer:
+    """Offline, deterministic summarizer: keeps the first sentence of each folded message.
+
+    Bounded: past ``max_chars`` the oldest summary lines are dropped, so a summary can
+    never grow without limit. Good enough to compare memory behaviour; not a model.
+    """
+
+    def __init__(self, max_chars: int = 2000, sentence_chars: int = 160) -> None:
+        self.max_chars = max_chars
+        self.sentence_chars = sentence_chars
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        lines = [line for line in summary.splitlines() if line.strip()]
+        for message in messages:
+            text = " ".join(message_text(message).split())
+            if not text or _GREETING.match(text):
+                continue
+            first = _SENTENCE_END.split(text, maxsplit=1)[0][: self.sentence_chars]
+            line = f"{message.type}: {first}"
+            if line not in lines:
+                lines.append(line)
+        while len(lines) > 1 and sum(len(x) + 1 for x in lines) > self.max_chars:
+            lines.pop(0)
+        return "\n".join(lines) or "(nothing to keep)"
+
+
+def resolve_summarizer(
+    llm: Any = None,
+    summarizer: Any = None,
+    *,
+    prompt: PromptTemplate,
+    human_prefix: str = "Human",
+    ai_prefix: str = "AI",
+) -> Summarizer:
+    """Pick the summarizer: explicit ``summarizer`` first, then ``llm``, else the offline one."""
+    if summarizer is not None:
+        if isinstance(summarizer, Summarizer):
+            return summarizer
+        if callable(summarizer):
+            return CallableSummarizer(summarizer)
+        raise ConfigError(f"summarizer must be a callable or have .summarize(), got {summarizer!r}")
+    if llm is None:
+        return DeterministicSummarizer()
+    if isinstance(llm, SummarizerChatModel):
+        return llm.summarizer
+    if isinstance(llm, BaseLanguageModel):
+        return ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix)
+    raise ConfigError(f"llm must be a LangChain chat model, got {type(llm).__name__}")
+
+
+def run_summarizer(
+    summarizer: Summarizer,
+    summary: str,
+    messages: Sequence[BaseMessage],
+    *,
+    retries: int,
+    thread_id: str | None = None,
+    backoff: float = 0.0,
+) -> str:
+    """Call the summarizer with retries; a non-text or empty reply counts as a failure."""
+    attempts = retries + 1
+    last: BaseException | None = None
+    for attempt in range(1, attempts + 1):
+        try:
+            result = summarizer.summarize(summary, list(messages))
+            if not isinstance(result, str):
+                raise TypeError(f"summarizer returned {type(result).__name__}, not str")
+            result = result.strip()
+            if not result:
+                raise ValueError("summarizer returned an empty summary")
+            return result
+        except Exception as exc:  # translated below; every attempt is logged
+            last = exc
+            logger.warning(
+                "summarizer attempt %d/%d failed for a thread: %s", attempt, attempts,
+                type(exc).__name__,
+            )
+            if backoff and attempt < attempts:
+                time.sleep(backoff * attempt)
+    raise SummarizerError(
+        f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}",
+        thread_id=thread_id,
+        attempts=attempts,
+    ) from last
+
+
+class SummarizerChatModel(BaseChatModel):
+    """A chat model face for a memshift summarizer.
+
+    The classic class validates ``llm`` as a ``BaseLanguageModel`` and the middleware
+    calls ``model.with_retry``: a plain summarizer is wrapped, never passed as the model.
+    Counting tokens uses the policy's offline counter (never a download).
+    """
+
+    summarizer: Any
+    token_counter: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "memshift-summarizer"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = self.summarizer.summarize("", [HumanMessage(content=message_text(messages[-1]))])
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
+        counter: TokenCounter = self.token_counter or count_tokens_cjk
+        return counter(messages)
+
+    def get_num_tokens(self, text: str) -> int:
+        return self.get_num_tokens_from_messages([HumanMessage(content=text)])

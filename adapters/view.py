@@ -1,0 +1,65 @@
+"""Value types shared by the facade and the backends (no imports from either)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+__all__ = ["MemoryView", "ThreadRecord", "compare_views", "message_signature"]
+
+
+def message_signature(message: BaseMessage) -> tuple:
+    """What equivalence compares for one message: type, content, tool calls, tool call id."""
+    calls: tuple = ()
+    if isinstance(message, AIMessage):
+        calls = tuple((c["name"], repr(sorted(c["args"].items())), c.get("id")) for c in message.tool_calls)
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    return (message.type, repr(message.content), calls, call_id)
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What one thread's memory holds now. A copy: editing it never changes the store."""
+
+    thread_id: str
+    summary: str
+    messages: list[BaseMessage]
+    folds: int = 0
+    summary_message: BaseMessage | None = None  # native rendering: classic System, middleware Human
+    backend: str = ""
+
+    def as_messages(self) -> list[BaseMessage]:
+        """The prompt history: native summary message (if any) then the verbatim window."""
+        head = [self.summary_message] if self.summary_message is not None else []
+        return [*head, *self.messages]
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """A thread's full memory state, as migration carries it between backends and stores."""
+
+    thread_id: str
+    summary: str
+    window: list[BaseMessage]
+    folds: int = 0
+    transcript: list[BaseMessage] = field(default_factory=list)
+
+
+def compare_views(a: MemoryView, b: MemoryView) -> list[str]:
+    """Human-readable differences between two views (empty when equivalent)."""
+    diffs: list[str] = []
+    if a.summary != b.summary:
+        diffs.append(f"summary differs: {a.summary[:80]!r} != {b.summary[:80]!r}")
+    if a.folds != b.folds:
+        diffs.append(f"summarizer calls differ: {a.folds} != {b.folds}")
+    sa = [message_signature(m) for m in a.messages]
+    sb = [message_signature(m) for m in b.messages]
+    if sa != sb:
+        diffs.append(f"window differs: {_brief(a.messages)} != {_brief(b.messages)}")
+    return diffs
+
+
+def _brief(messages: Sequence[BaseMessage]) -> str:
+    return "[" + ", ".join(f"{m.type}:{str(m.content)[:24]!r}" for m in messages) + "]"

@@ -1,0 +1,61 @@
+"""memshift's public facade: ``from compat import SummaryMemory, MemoryPolicy``."""
+
+from __future__ import annotations
+
+from compat._guard import AdaptersConflictError, check_adapters_package
+
+check_adapters_package()
+
+from adapters import (  # noqa: E402
+    DEFAULT_SUMMARY_PROMPT,
+    ChatModelSummarizer,
+    DeterministicSummarizer,
+    MemoryPolicy,
+    MemoryView,
+    Summarizer,
+    ThreadRecord,
+    compare_views,
+    count_tokens_cjk,
+    tiktoken_counter,
+)
+from adapters.errors import (  # noqa: E402
+    ConfigError,
+    ContentError,
+    InputKeyError,
+    InvalidThreadId,
+    MemshiftError,
+    StoreError,
+    SummarizerError,
+    ThreadIdRequired,
+    UnknownArgumentError,
+)
+from compat.history import MemshiftChatHistory  # noqa: E402
+from compat.memory import SummaryMemory  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "AdaptersConflictError",
+    "ChatModelSummarizer",
+    "ConfigError",
+    "ContentError",
+    "DeterministicSummarizer",
+    "InputKeyError",
+    "InvalidThreadId",
+    "MemoryPolicy",
+    "MemoryView",
+    "MemshiftChatHistory",
+    "MemshiftError",
+    "StoreError",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryMemory",
+    "ThreadIdRequired",
+    "ThreadRecord",
+    "UnknownArgumentError",
+    "__version__",
+    "compare_views",
+    "count_tokens_cjk",
+    "tiktoken_counter",
+]

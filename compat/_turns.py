@@ -1,0 +1,85 @@
+"""Normalising what users hand to ``save`` into stored messages (text only, with ids)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from adapters.errors import ContentError, InvalidThreadId
+
+__all__ = ["as_turn", "check_thread_id", "split_turns"]
+
+MAX_THREAD_ID_LENGTH = 1024
+
+
+def check_thread_id(thread_id: Any) -> str:
+    """Thread ids are opaque, non-empty strings: data, never paths or SQL."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidThreadId(f"thread id must be a non-empty string, got {thread_id!r}")
+    if len(thread_id) > MAX_THREAD_ID_LENGTH or "\x00" in thread_id:
+        raise InvalidThreadId(
+            f"thread id must be at most {MAX_THREAD_ID_LENGTH} characters without NUL bytes"
+        )
+    return thread_id
+
+
+def _check_content(message: BaseMessage) -> None:
+    content = message.content
+    if isinstance(content, str):
+        return
+    if isinstance(content, list) and all(
+        isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content
+    ):
+        return
+    raise ContentError(
+        f"{message.type} message has non-text content ({type(content).__name__}); "
+        "memshift stores text (str or text blocks) only"
+    )
+
+
+def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
+    if isinstance(value, BaseMessage):
+        message = value.model_copy(deep=True)
+    elif isinstance(value, str):
+        message = cls(content=value)
+    else:
+        raise ContentError(f"{side} must be a str or a BaseMessage, got {type(value).__name__}")
+    _check_content(message)
+    if message.id is None:
+        message.id = str(uuid.uuid4())
+    return message
+
+
+def as_turn(human: Any, ai: Any) -> list[BaseMessage]:
+    """``human`` (str | message) and ``ai`` (str | message | list of messages) as one turn."""
+    turn = [_message(human, HumanMessage, "human")]
+    if isinstance(ai, (list, tuple)):
+        if not ai:
+            raise ContentError("ai must not be an empty list")
+        turn.extend(_message(m, AIMessage, "ai") for m in ai)
+    else:
+        turn.append(_message(ai, AIMessage, "ai"))
+    return turn
+
+
+def as_messages(messages: Iterable[Any]) -> list[BaseMessage]:
+    out = []
+    for m in messages:
+        if not isinstance(m, BaseMessage):
+            raise ContentError(f"expected BaseMessage, got {type(m).__name__}")
+        out.append(_message(m, HumanMessage, m.type))
+    return out
+
+
+def split_turns(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
+    """Cut a flat message list into turns, each starting at a HumanMessage."""
+    turns: list[list[BaseMessage]] = []
+    for message in messages:
+        if isinstance(message, HumanMessage) or not turns:
+            turns.append([message])
+        else:
+            turns[-1].append(message)
+    return turns

@@ -1,0 +1,248 @@
+"""``SummaryMemory``: the facade. A drop-in ``BaseMemory`` whose backend is a flag.
+
+Thin on purpose: it resolves threads, keys and configuration, writes the transcript,
+and delegates memory behaviour to one backend from ``adapters``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from langchain_classic.base_memory import BaseMemory
+from langchain_core.messages import BaseMessage, SystemMessage, get_buffer_string
+from langchain_core.prompts import BasePromptTemplate
+from pydantic import ConfigDict, PrivateAttr
+
+from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, open_store
+from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
+from adapters.summarizer import resolve_summarizer
+from compat._keys import resolve_input, resolve_output
+from compat._turns import as_messages, as_turn, check_thread_id
+from compat.history import MemshiftChatHistory
+
+__all__ = ["SummaryMemory"]
+
+logger = logging.getLogger("memshift")
+
+BACKEND_ENV = "MEMSHIFT_BACKEND"
+STORE_ENV = "MEMSHIFT_STORE"
+DEFAULT_MAX_TOKEN_LIMIT = 2000  # stock ConversationSummaryBufferMemory default
+
+
+class SummaryMemory(BaseMemory):
+    """Conversation-summary memory with a switchable backend (``classic`` | ``middleware``).
+
+    Accepts the stock ``ConversationSummaryBufferMemory`` keywords, so a legacy call
+    site only changes the class name. Unknown keywords raise ``UnknownArgumentError``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    backend: str | None = None
+    policy: MemoryPolicy | None = None
+    llm: Any = None
+    summarizer: Any = None
+    store: Any = None
+    thread_id: str | None = None
+    thread_key: str = "thread_id"
+    # stock ConversationSummaryBufferMemory keywords, same defaults
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+    prompt: BasePromptTemplate | None = None
+    summary_message_cls: type[BaseMessage] = SystemMessage
+    max_token_limit: int | None = None
+
+    _backend: MemoryBackend = PrivateAttr()
+    _store: Store = PrivateAttr()
+    _policy: MemoryPolicy = PrivateAttr()
+
+    def __init__(self, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - set(type(self).model_fields))
+        if unknown:
+            raise UnknownArgumentError(
+                f"SummaryMemory got unexpected keyword(s) {unknown}; accepted: "
+                f"{sorted(type(self).model_fields)}"
+            )
+        super().__init__(**kwargs)
+        # Built after validation (not in model_post_init) so memshift errors keep their type.
+        name = self.backend or os.environ.get(BACKEND_ENV) or "classic"
+        if name not in BACKENDS:
+            raise ConfigError(
+                f"unknown backend {name!r} (from {'argument' if self.backend else BACKEND_ENV}); "
+                f"use one of {sorted(BACKENDS)}"
+            )
+        self._policy = self._resolve_policy()
+        summarizer = resolve_summarizer(
+            self.llm, self.summarizer, prompt=self._policy.prompt,
+            human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
+        )
+        if self.thread_id is not None:
+            check_thread_id(self.thread_id)
+        self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))
+        extra: dict[str, Any] = {"llm": self.llm}
+        if name == "classic":
+            extra["summary_message_cls"] = self.summary_message_cls
+        self._backend = BACKENDS[name](
+            policy=self._policy, summarizer=summarizer, store=self._store,
+            human_prefix=self.human_prefix, ai_prefix=self.ai_prefix, **extra,
+        )
+
+    def _resolve_policy(self) -> MemoryPolicy:
+        policy = self.policy
+        if policy is None:
+            policy = MemoryPolicy(max_tokens=self.max_token_limit or DEFAULT_MAX_TOKEN_LIMIT)
+        elif self.max_token_limit is not None and self.max_token_limit != policy.max_tokens:
+            raise ConfigError(
+                f"max_token_limit={self.max_token_limit} conflicts with "
+                f"policy.max_tokens={policy.max_tokens}; pass one of them"
+            )
+        if self.prompt is not None:
+            policy = replace(policy, summary_prompt=self.prompt)
+        return policy
+
+    # -- identity ----------------------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        """Which backend is active: ``classic`` | ``middleware``."""
+        return self._backend.name
+
+    @property
+    def active_policy(self) -> MemoryPolicy:
+        return self._policy
+
+    @property
+    def backend_impl(self) -> MemoryBackend:
+        return self._backend
+
+    @property
+    def store_url(self) -> str:
+        """The store URL with any password masked."""
+        return self._store.url
+
+    def for_thread(self, thread_id: str) -> SummaryMemory:
+        """A view of this memory bound to one thread (same backend and store)."""
+        bound = self.model_copy(update={"thread_id": check_thread_id(thread_id)})
+        return bound
+
+    def _thread(self, thread_id: str | None) -> str:
+        tid = thread_id if thread_id is not None else self.thread_id
+        if tid is None:
+            raise ThreadIdRequired(
+                f"no thread id: pass it in inputs[{self.thread_key!r}], bind one with "
+                "memory.for_thread(tid) or SummaryMemory(thread_id=...)"
+            )
+        return check_thread_id(tid)
+
+    # -- the memshift API ------------------------------------------------------------
+    def load(self, thread_id: str | None = None) -> MemoryView:
+        return self._backend.load(self._thread(thread_id))
+
+    async def aload(self, thread_id: str | None = None) -> MemoryView:
+        return await self._backend.aload(self._thread(thread_id))
+
+    def save(self, thread_id: str | None, human: Any, ai: Any) -> None:
+        """Store one turn: ``human`` str|message; ``ai`` str|message|list (an agent turn)."""
+        self.save_messages(thread_id, as_turn(human, ai))
+
+    async def asave(self, thread_id: str | None, human: Any, ai: Any) -> None:
+        await self.asave_messages(thread_id, as_turn(human, ai))
+
+    def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
+        """Store already-built messages as one turn (transcript first, then the window)."""
+        tid = self._thread(thread_id)
+        turn = as_messages(messages)
+        self._store.append_transcript(tid, turn)
+        try:
+            self._backend.save(tid, turn)
+        except SummarizerError as exc:
+            self._summary_failed(exc)
+
+    async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.save_messages, thread_id, messages)
+
+    def _summary_failed(self, exc: SummarizerError) -> None:
+        if self._policy.on_summary_error == "raise":
+            raise exc
+        logger.warning("summary fold deferred (turn stored, retried on the next save): %s", exc)
+
+    def transcript(self, thread_id: str) -> list[BaseMessage]:
+        """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
+        return self._store.transcript(check_thread_id(thread_id))
+
+    def thread_ids(self) -> list[str]:
+        return self._store.thread_ids()
+
+    def chat_history(self, session_id: str) -> MemshiftChatHistory:
+        """For ``RunnableWithMessageHistory(get_session_history=memory.chat_history)``."""
+        return MemshiftChatHistory(self, check_thread_id(session_id))
+
+    # -- cutover ---------------------------------------------------------------------
+    @property
+    def checkpointer(self) -> Any:
+        """The LangGraph checkpointer holding middleware threads (for ``create_agent``)."""
+        self._require_middleware("checkpointer")
+        return self._store.checkpointer
+
+    @property
+    def middleware(self) -> Any:
+        """The configured ``SummarizationMiddleware`` (for ``create_agent(middleware=[...])``)."""
+        return self._require_middleware("middleware").middleware
+
+    def _require_middleware(self, what: str) -> Any:
+        backend = getattr(self._backend, "candidate_backend", None) or self._backend
+        if backend.name != "middleware":
+            raise ConfigError(
+                f"memory.{what} is for the middleware backend; this memory runs "
+                f"{self.backend_name!r}. Migrate the threads, then use backend='middleware'."
+            )
+        return backend
+
+    # -- classic drop-in (BaseMemory) ---------------------------------------------------
+    @property
+    def memory_variables(self) -> list[str]:
+        return [self.memory_key]
+
+    def _render(self, view: MemoryView) -> dict[str, Any]:
+        messages = view.as_messages()
+        if self.return_messages:
+            return {self.memory_key: messages}
+        return {self.memory_key: get_buffer_string(
+            messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)}
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return self._render(self.load((inputs or {}).get(self.thread_key)))
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return self._render(await self.aload((inputs or {}).get(self.thread_key)))
+
+    def _turn_from(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> tuple[str, list]:
+        tid = self._thread(inputs.get(self.thread_key))
+        human = resolve_input(inputs, input_key=self.input_key,
+                              memory_variables=self.memory_variables, thread_key=self.thread_key)
+        ai = resolve_output(outputs, output_key=self.output_key, owner=type(self).__name__)
+        return tid, as_turn(human, ai)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        tid, turn = self._turn_from(inputs, outputs)
+        self.save_messages(tid, turn)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        tid, turn = self._turn_from(inputs, outputs)
+        await self.asave_messages(tid, turn)
+
+    def clear(self, thread_id: str | None = None) -> None:
+        """Forget the thread's summary and window (the audit transcript is kept)."""
+        self._backend.clear(self._thread(thread_id))
+
+    async def aclear(self, thread_id: str | None = None) -> None:
+        await self._backend.aclear(self._thread(thread_id))
