@@ -1,0 +1,18 @@
+"""The contract suites, as pytest classes users subclass (like ``langchain-tests``).
+
+``SummaryMemoryContract``: one configured memory, every behaviour memshift promises.
+``BackendEquivalenceContract``: randomized conversations through classic and middleware,
+compared after every turn. Subclass, supply the fixture(s), run pytest.
+"""
+
+from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
+from compat.testing.contract import SummaryMemoryContract
+from compat.testing.equivalence import BackendEquivalenceContract
+
+__all__ = [
+    "BackendEquivalenceContract",
+    "RecordingSummarizer",
+    "SummaryMemoryContract",
+    "agent_turn",
+    "filler_turn",
+]

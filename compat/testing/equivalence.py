@@ -1,0 +1,75 @@
+"""``BackendEquivalenceContract``: classic and middleware give the same memory.
+
+For any sequence of turns on any set of threads, with a deterministic summarizer,
+after every save both backends have the same summary text, the same verbatim
+messages, the same number of folds, and the summarizer got the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters import MemoryPolicy, compare_views
+from compat.memory import SummaryMemory
+from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
+
+__all__ = ["BackendEquivalenceContract"]
+
+MemoryFactory = Callable[[str, RecordingSummarizer], SummaryMemory]
+
+# (thread index, agent turn?, words per message)
+_STEPS = st.lists(
+    st.tuples(st.integers(0, 3), st.booleans(), st.integers(1, 60)), min_size=1, max_size=40
+)
+
+
+class BackendEquivalenceContract:
+    """Override ``policy`` (and ``make_memory`` for another store) to check your setup."""
+
+    backends: tuple[str, str] = ("classic", "middleware")
+
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=200, keep_tokens=120)
+
+    @pytest.fixture
+    def make_memory(self, policy: MemoryPolicy) -> MemoryFactory:
+        def make(backend: str, summarizer: RecordingSummarizer) -> SummaryMemory:
+            return SummaryMemory(backend=backend, policy=policy, summarizer=summarizer, store="memory")
+
+        return make
+
+    def _replay(self, make_memory: MemoryFactory, steps: list[tuple[int, bool, int]]) -> None:
+        left_s, right_s = RecordingSummarizer(), RecordingSummarizer()
+        left = make_memory(self.backends[0], left_s)
+        right = make_memory(self.backends[1], right_s)
+        counters: dict[str, int] = {}
+        for n, (thread_index, agent, size) in enumerate(steps):
+            thread = f"thread-{thread_index}"
+            i = counters[thread] = counters.get(thread, -1) + 1
+            human, ai = agent_turn(thread, i, size) if agent else filler_turn(thread, i, size)
+            left.save(thread, human, ai)
+            right.save(thread, human, ai)
+            diffs = compare_views(left.load(thread), right.load(thread))
+            assert not diffs, f"step {n} ({thread} turn {i}): " + "; ".join(diffs)
+            assert left_s.calls == right_s.calls, f"step {n}: summarizer inputs differ"
+        for thread in counters:
+            assert left.transcript(thread) and [m.content for m in left.transcript(thread)] == [
+                m.content for m in right.transcript(thread)]
+
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                     HealthCheck.differing_executors])
+    @given(steps=_STEPS)
+    def test_random_conversations_stay_equivalent(
+        self, make_memory: MemoryFactory, steps: list[tuple[int, bool, int]]
+    ) -> None:
+        self._replay(make_memory, steps)
+
+    def test_long_interleaved_conversation_stays_equivalent(self, make_memory: MemoryFactory) -> None:
+        steps = [(n % 4, n % 7 == 3, 5 + (n * 13) % 50) for n in range(120)]
+        self._replay(make_memory, steps)

@@ -1,0 +1,45 @@
+"""The contract suite over every backend x store, as a user would subclass it."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters import MemoryPolicy
+from compat import SummaryMemory
+from compat.testing import BackendEquivalenceContract, SummaryMemoryContract
+from tests.conftest import BACKENDS
+
+
+class TestContractTokens(SummaryMemoryContract):
+    @pytest.fixture(params=BACKENDS)
+    def memory(self, request: pytest.FixtureRequest, store_url: str) -> SummaryMemory:
+        return SummaryMemory(backend=request.param, store=store_url,
+                             policy=MemoryPolicy(max_tokens=120, keep_tokens=60))
+
+
+class TestContractMessagesAndRaise(SummaryMemoryContract):
+    """Message-count trigger, message cuts, and errors raised instead of deferred."""
+
+    @pytest.fixture(params=BACKENDS)
+    def memory(self, request: pytest.FixtureRequest, store_url: str) -> SummaryMemory:
+        policy = MemoryPolicy(max_tokens=400, max_messages=6, keep_messages=4, cut="message",
+                              on_summary_error="raise")
+        return SummaryMemory(backend=request.param, store=store_url, policy=policy,
+                             return_messages=True, human_prefix="User", ai_prefix="Bot")
+
+
+class TestEquivalenceDefault(BackendEquivalenceContract):
+    pass
+
+
+class TestEquivalenceHysteresisByMessage(BackendEquivalenceContract):
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=300, keep_tokens=100, max_messages=10, keep_messages=5,
+                            cut="message")
+
+
+class TestEquivalenceNoHysteresisTiktoken(BackendEquivalenceContract):
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=150, token_counter="o200k_base")
