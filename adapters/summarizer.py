@@ -23,6 +23,7 @@ from adapters.errors import ConfigError, SummarizerError
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 
 __all__ = [
+    "CachingSummarizer",
     "CallableSummarizer",
     "ChatModelSummarizer",
     "DeterministicSummarizer",
@@ -202,3 +203,33 @@ class SummarizerChatModel(BaseChatModel):
 
     def get_num_tokens(self, text: str) -> int:
         return self.get_num_tokens_from_messages([HumanMessage(content=text)])
+
+
+class CachingSummarizer:
+    """Calls the inner summarizer once per distinct input and hands back the same text.
+
+    Used by replay and shadow so that model nondeterminism is never reported as
+    backend divergence: both backends folding the same messages get one summary.
+    """
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.cache: dict[tuple, str] = {}
+        self.calls = 0  # calls that reached the inner summarizer
+        self.hits = 0  # folds served from the cache
+
+    @staticmethod
+    def key(summary: str, messages: Sequence[BaseMessage]) -> tuple:
+        return (summary, tuple((m.type, message_text(m), getattr(m, "tool_call_id", None))
+                               for m in messages))
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        key = self.key(summary, messages)
+        if key in self.cache:
+            self.hits += 1
+            return self.cache[key]
+        self.calls += 1
+        result = self.inner.summarize(summary, messages)
+        if isinstance(result, str) and result.strip():
+            self.cache[key] = result
+        return result

@@ -1,0 +1,7 @@
+"""``python -m compat ...`` is the ``memshift`` command."""
+
+import sys
+
+from compat.cli import main
+
+sys.exit(main())

@@ -1,0 +1,142 @@
+"""``memshift`` / ``python -m compat``: replay (the equivalence check)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import warnings
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from langchain_core._api import LangChainDeprecationWarning
+
+from adapters import MemoryPolicy
+from adapters.errors import MemshiftError
+from compat.conversations import iter_turns, read_messages
+from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult, replay
+
+__all__ = ["main"]
+
+
+class Progress:
+    """A progress bar on stderr: redrawn in place on a terminal, every 10% otherwise."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True) -> None:
+        stream = stream or sys.stderr
+        self.total, self.stream, self.enabled = max(total, 1), stream, enabled
+        self.tty = stream.isatty()
+        self.last = -1
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        pct = done * 100 // self.total
+        if not self.tty and pct // 10 == self.last // 10 and done != self.total:
+            return
+        self.last = pct
+        bar = "#" * (pct // 5) + "-" * (20 - pct // 5)
+        end = "\r" if self.tty and done != self.total else "\n"
+        self.stream.write(f"[{bar}] {done}/{self.total} turns{end}")
+        self.stream.flush()
+
+
+def _policy(args: argparse.Namespace) -> MemoryPolicy:
+    if not any((args.max_tokens, args.keep_tokens, args.max_messages, args.keep_messages,
+                args.cut, args.token_counter)):
+        return DEFAULT_REPLAY_POLICY
+    max_tokens = args.max_tokens or (None if args.max_messages else DEFAULT_REPLAY_POLICY.max_tokens)
+    return MemoryPolicy(
+        max_tokens=max_tokens, keep_tokens=args.keep_tokens, max_messages=args.max_messages,
+        keep_messages=args.keep_messages, cut=args.cut or "turn", token_counter=args.token_counter,
+    )
+
+
+def _row(r: TurnResult, backends: Sequence[str]) -> str:
+    cells = [f"{r.index + 1:>4}", f"{r.thread_id[:18]:<18}", f"{r.turn:>4}"]
+    cells += [f"{r.windows[b]:>3}/{r.folds[b]:<3}" for b in backends]
+    prompt = r.prompt_tokens
+    cells += [f"{prompt[backends[0]]:>6}", f"{prompt['full']:>6}", "ok" if r.match else "DIFF"]
+    return " ".join(cells)
+
+
+def print_report(report: ReplayReport, out: TextIO) -> None:
+    b = report.backends
+    header = ["   #", f"{'thread':<18}", "turn"] + [f"{n[:7]:>7}" for n in b] + [
+        "prompt", "  full", "match"]
+    out.write("turn-by-turn (window msgs / folds per backend; prompt tokens with memory vs full history)\n")
+    out.write(" ".join(header) + "\n")
+    for r in report.turns:
+        out.write(_row(r, b) + "\n")
+        for d in r.diffs:
+            out.write(f"      ! {d}\n")
+    mem, full = report.total_prompt_tokens(b[0]), report.total_prompt_tokens("full")
+    out.write("\n")
+    out.write(f"turns: {len(report.turns)}  threads: {len(report.threads)}  "
+              f"divergent turns: {len(report.divergences)}\n")
+    out.write(f"summarizer calls: {report.summarizer_calls}  folds shared between backends: "
+              f"{report.shared_folds}\n")
+    for name in b:
+        out.write(f"prompt tokens ({name}): {report.total_prompt_tokens(name)}\n")
+    ratio = f"{mem / full:.2f}" if full else "n/a"
+    out.write(f"prompt tokens (full history): {full}  (memory/full = {ratio})\n")
+    out.write("RESULT: " + ("EQUIVALENT" if not report.divergences else "DIVERGED") + "\n")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    turns = list(iter_turns(read_messages(args.file)))
+    summarizer = None
+    if args.model:
+        from adapters.summarizer import ChatModelSummarizer
+        from compat.models import resolve_model
+
+        policy = _policy(args)
+        summarizer = ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt)
+    progress = Progress(len(turns), enabled=not args.quiet)
+    done = 0
+
+    def tick(_: TurnResult) -> None:
+        nonlocal done
+        done += 1
+        progress.update(done)
+
+    report = replay(turns, policy=_policy(args), summarizer=summarizer,
+                    share_summaries=not args.no_share, on_turn=tick)
+    print_report(report, sys.stdout)
+    return 1 if report.divergences else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memshift", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    rp = sub.add_parser("replay", help="replay a JSONL conversation through both backends")
+    rp.add_argument("file")
+    rp.add_argument("--model", help="summarizer model, e.g. openai:gpt-4.1-mini (default: offline)")
+    rp.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+    rp.add_argument("--max-tokens", type=int)
+    rp.add_argument("--keep-tokens", type=int)
+    rp.add_argument("--max-messages", type=int)
+    rp.add_argument("--keep-messages", type=int)
+    rp.add_argument("--cut", choices=["turn", "message"])
+    rp.add_argument("--token-counter", help="approximate (default), cl100k_base or o200k_base")
+    rp.add_argument("--no-share", action="store_true",
+                    help="call the summarizer separately per backend (shows model nondeterminism)")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=cmd_replay)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The classic classes memshift wraps are deprecated upstream; that is why it exists.
+    warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (MemshiftError, OSError) as exc:
+        print(f"memshift: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

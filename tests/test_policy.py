@@ -1,0 +1,86 @@
+"""MemoryPolicy validation and the fold planner."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from adapters.errors import ConfigError
+from adapters.policy import DEFAULT_SUMMARY_PROMPT, MemoryPolicy
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({}, "needs max_tokens or max_messages"),
+        ({"max_tokens": 0}, "greater than 0"),
+        ({"max_tokens": -5}, "greater than 0"),
+        ({"max_tokens": 10.5}, "must be an integer"),
+        ({"max_tokens": True}, "must be an integer"),
+        ({"max_tokens": 100, "keep_tokens": 101}, "keep must be <= trigger"),
+        ({"max_messages": 6, "keep_tokens": 10}, "keep_tokens needs max_tokens"),
+        ({"max_tokens": 100, "cut": "sentence"}, "cut must be"),
+        ({"max_tokens": 100, "summary_format": "xml"}, "summary_format"),
+        ({"max_tokens": 100, "summary_retries": -1}, "summary_retries"),
+        ({"max_tokens": 100, "on_summary_error": "ignore"}, "on_summary_error"),
+        ({"max_tokens": 100, "summary_prompt": "no variables"}, "{summary} and {new_lines}"),
+        ({"max_tokens": 100, "token_counter": "gpt2"}, "unknown encoding"),
+    ],
+)
+def test_invalid_policies_get_clear_errors(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment.replace("{", r"\{").replace("}", r"\}")):
+        MemoryPolicy(**kwargs)
+
+
+def test_keep_defaults_to_the_trigger() -> None:
+    policy = MemoryPolicy(max_tokens=300, max_messages=8)
+    assert (policy.keep_tokens, policy.keep_messages) == (300, 8)
+
+
+def test_config_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        MemoryPolicy(max_tokens=-1)
+
+
+def test_default_prompt_has_no_example_dialogue() -> None:
+    assert "Human:" not in DEFAULT_SUMMARY_PROMPT and "AI:" not in DEFAULT_SUMMARY_PROMPT
+    assert len(MemoryPolicy(max_tokens=10).prompt_version) == 12
+
+
+def _turns(n: int, words: int = 10) -> list:
+    out = []
+    for i in range(n):
+        out += [HumanMessage(f"q{i} " + "w " * words), AIMessage(f"a{i} " + "w " * words)]
+    return out
+
+
+def test_no_fold_at_exactly_the_limit() -> None:
+    window = _turns(3)
+    policy = MemoryPolicy(max_tokens=MemoryPolicy(max_tokens=1).count(window))
+    assert policy.plan_fold(window).cutoff == 0  # classic prunes at '>' not '>='
+
+
+def test_fold_cuts_at_turn_boundaries_and_keeps_the_newest_turn() -> None:
+    window = _turns(5)
+    per_turn = MemoryPolicy(max_tokens=1).count(window[:2])
+    policy = MemoryPolicy(max_tokens=per_turn * 4, keep_tokens=per_turn * 2)
+    plan = policy.plan_fold(window)
+    assert plan.cutoff == 6 and plan.reason.startswith("tokens=")
+    assert isinstance(window[plan.cutoff], HumanMessage)
+
+
+def test_message_cut_may_split_a_turn_but_never_a_tool_pair() -> None:
+    call = AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
+    window = [HumanMessage("q0"), call, ToolMessage("r", tool_call_id="c1"), AIMessage("a0"),
+              HumanMessage("q1"), AIMessage("a1")]
+    policy = MemoryPolicy(max_tokens=1000, max_messages=5, keep_messages=3, cut="message")
+    plan = policy.plan_fold(window)
+    assert plan.cutoff == 3  # index 2 would orphan the ToolMessage
+    turn_policy = MemoryPolicy(max_tokens=1000, max_messages=5, keep_messages=3)
+    assert turn_policy.plan_fold(window).cutoff == 4
+
+
+def test_oversize_newest_turn_folds_everything_before_it_only() -> None:
+    window = _turns(2) + [HumanMessage("huge " * 500), AIMessage("ok")]
+    plan = MemoryPolicy(max_tokens=50).plan_fold(window)
+    assert plan.cutoff == 4
