@@ -34,6 +34,8 @@ def _check_content(message: BaseMessage) -> None:
         isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content
     ):
         return
+    if isinstance(content, list) and not content:
+        raise ContentError(f"{message.type} message content is an empty list")
     raise ContentError(
         f"{message.type} message has non-text content ({type(content).__name__}); "
         "memshift stores text (str or text blocks) only"
@@ -43,10 +45,10 @@ def _check_content(message: BaseMessage) -> None:
 def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
     if isinstance(value, BaseMessage):
         message = value.model_copy(deep=True)
-    elif isinstance(value, str):
+    elif isinstance(value, (str, list)):  # text, or text blocks as stock stores them
         message = cls(content=value)
     else:
-        raise ContentError(f"{side} must be a str or a BaseMessage, got {type(value).__name__}")
+        raise ContentError(f"{side} must be text, text blocks or a BaseMessage, got {type(value).__name__}")
     _check_content(message)
     if message.id is None:
         message.id = str(uuid.uuid4())
@@ -56,10 +58,8 @@ def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
 def as_turn(human: Any, ai: Any) -> list[BaseMessage]:
     """``human`` (str | message) and ``ai`` (str | message | list of messages) as one turn."""
     turn = [_message(human, HumanMessage, "human")]
-    if isinstance(ai, (list, tuple)):
-        if not ai:
-            raise ContentError("ai must not be an empty list")
-        turn.extend(_message(m, AIMessage, "ai") for m in ai)
+    if isinstance(ai, (list, tuple)) and ai and all(isinstance(m, BaseMessage) for m in ai):
+        turn.extend(_message(m, AIMessage, "ai") for m in ai)  # an agent turn
     else:
         turn.append(_message(ai, AIMessage, "ai"))
     return turn
