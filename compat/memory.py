@@ -6,6 +6,7 @@ and delegates memory behaviour to one backend from ``adapters``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Sequence
@@ -143,10 +144,12 @@ class SummaryMemory(BaseMemory):
 
     # -- the memshift API ------------------------------------------------------------
     def load(self, thread_id: str | None = None) -> MemoryView:
-        return self._backend.load(self._thread(thread_id))
+        tid = self._thread(thread_id)
+        with self._store.guard("load"):
+            return self._backend.load(tid)
 
     async def aload(self, thread_id: str | None = None) -> MemoryView:
-        return await self._backend.aload(self._thread(thread_id))
+        return await asyncio.to_thread(self.load, thread_id)
 
     def save(self, thread_id: str | None, human: Any, ai: Any) -> None:
         """Store one turn: ``human`` str|message; ``ai`` str|message|list (an agent turn)."""
@@ -159,15 +162,14 @@ class SummaryMemory(BaseMemory):
         """Store already-built messages as one turn (transcript first, then the window)."""
         tid = self._thread(thread_id)
         turn = as_messages(messages)
-        self._store.append_transcript(tid, turn)
-        try:
-            self._backend.save(tid, turn)
-        except SummarizerError as exc:
-            self._summary_failed(exc)
+        with self._store.guard("save"):
+            self._store.append_transcript(tid, turn)
+            try:
+                self._backend.save(tid, turn)
+            except SummarizerError as exc:
+                self._summary_failed(exc)
 
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        import asyncio
-
         await asyncio.to_thread(self.save_messages, thread_id, messages)
 
     def _summary_failed(self, exc: SummarizerError) -> None:
@@ -177,10 +179,29 @@ class SummaryMemory(BaseMemory):
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
-        return self._store.transcript(check_thread_id(thread_id))
+        tid = check_thread_id(thread_id)
+        with self._store.guard("transcript"):
+            return self._store.transcript(tid)
 
     def thread_ids(self) -> list[str]:
-        return self._store.thread_ids()
+        """Every thread with a transcript in this store, in first-seen order."""
+        with self._store.guard("thread_ids"):
+            return self._store.thread_ids()
+
+    def reopen(self) -> SummaryMemory:
+        """A new memory with this configuration and its own connection to the same store."""
+        return type(self)(**{name: getattr(self, name) for name in self.model_fields_set})
+
+    def close(self) -> None:
+        """Release the store's connections (pools, files)."""
+        self._backend.close()
+        self._store.close()
+
+    def __enter__(self) -> SummaryMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def chat_history(self, session_id: str) -> MemshiftChatHistory:
         """For ``RunnableWithMessageHistory(get_session_history=memory.chat_history)``."""
@@ -242,7 +263,9 @@ class SummaryMemory(BaseMemory):
 
     def clear(self, thread_id: str | None = None) -> None:
         """Forget the thread's summary and window (the audit transcript is kept)."""
-        self._backend.clear(self._thread(thread_id))
+        tid = self._thread(thread_id)
+        with self._store.guard("clear"):
+            self._backend.clear(tid)
 
     async def aclear(self, thread_id: str | None = None) -> None:
-        await self._backend.aclear(self._thread(thread_id))
+        await asyncio.to_thread(self.clear, thread_id)

@@ -24,14 +24,45 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
+def _options(query: str, redacted: str) -> dict[str, int]:
+    from urllib.parse import parse_qsl
+
+    options: dict[str, int] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key != "keep_checkpoints":
+            raise ConfigError(f"unknown store option {key!r} in {redacted!r}")
+        if not value.isdigit() or int(value) < 1:
+            raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
+        options[key] = int(value)
+    return options
+
+
 def open_store(url: str | Store | None) -> Store:
-    """Open the store a URL names. Unknown schemes get an error that never shows a password."""
+    """Open the store a URL names. Errors never show a password.
+
+    ``memory`` | ``sqlite:///path.db`` | ``postgresql://user:pw@host/db``; an optional
+    ``?keep_checkpoints=N`` sets checkpoint retention (memory and SQLite).
+    """
     if isinstance(url, Store):
         return url
-    if url is None or url == "memory" or url == "memory://":
-        return MemoryStore()
+    if url is None:
+        url = "memory"
     if not isinstance(url, str):
         raise ConfigError(f"store must be a URL string or a Store, got {type(url).__name__}")
+    redacted = redact_url(url)
+    base, _, query = url.partition("?")
+    if base in ("memory", "memory://"):
+        return MemoryStore(**_options(query, redacted))
+    if base.startswith("sqlite://"):
+        from adapters.stores.sqlite import SqliteStore
+
+        return SqliteStore(base, **_options(query, redacted))
+    if base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        from adapters.stores.postgres import PostgresStore
+
+        if query:
+            raise ConfigError(f"postgresql stores take no options, got {redact_url(url)!r}")
+        return PostgresStore(base.replace("postgresql+psycopg://", "postgresql://", 1), redacted)
     raise ConfigError(
         f"unsupported store URL {redact_url(url)!r}: use 'memory', 'sqlite:///path.db' "
         "or 'postgresql://user@host/db'"

@@ -86,5 +86,10 @@ class Store(ABC):
         with lock:
             yield
 
+    @contextmanager
+    def guard(self, what: str = "store operation") -> Iterator[None]:
+        """Translate driver errors into ``StoreError`` (SQL stores); no-op in memory."""
+        yield
+
     def close(self) -> None:
         """Release connections."""

@@ -20,8 +20,9 @@ class MemoryStore(Store):
 
     url = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_checkpoints: int = 4) -> None:
         super().__init__()
+        self.keep_checkpoints = keep_checkpoints
         self._guard = threading.RLock()
         self._transcripts: dict[str, list[BaseMessage]] = {}
         self._transcript_ids: dict[str, set[str]] = {}
@@ -75,3 +76,20 @@ class MemoryStore(Store):
     @property
     def checkpointer(self) -> BaseCheckpointSaver:
         return self._saver
+
+    def retain(self, thread_id: str) -> None:
+        """Keep the newest checkpoints of the root namespace, their writes and their blobs."""
+        saver = self._saver
+        checkpoints = saver.storage.get(thread_id, {}).get("")
+        if not checkpoints or len(checkpoints) <= self.keep_checkpoints:
+            return
+        doomed = sorted(checkpoints)[: -self.keep_checkpoints]
+        for checkpoint_id in doomed:
+            checkpoints.pop(checkpoint_id, None)
+            saver.writes.pop((thread_id, "", checkpoint_id), None)
+        live: set[tuple] = set()
+        for serialized, _meta, _parent in checkpoints.values():
+            versions = saver.serde.loads_typed(serialized).get("channel_versions", {})
+            live.update((thread_id, "", ch, v) for ch, v in versions.items())
+        for key in [k for k in saver.blobs if k[0] == thread_id and k[1] == "" and k not in live]:
+            saver.blobs.pop(key, None)

@@ -12,6 +12,7 @@ import inspect
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from adapters import compare_views
 from adapters.errors import InvalidThreadId, SummarizerError, ThreadIdRequired
 from compat.memory import SummaryMemory
 from compat.testing.conversations import FlakySummarizer, agent_turn, filler_turn
@@ -123,6 +124,23 @@ class SummaryMemoryContract:
             assert memory.load("t1").folds >= 1, "the next save after recovery did not fold"
         finally:
             backend.summarizer = flaky.inner
+
+    # -- persistence ----------------------------------------------------------------------
+    def test_state_survives_a_restart(self, memory: SummaryMemory) -> None:
+        if memory.store_url == "memory":
+            pytest.skip("the 'memory' store is not persistent by design")
+        self._fill(memory, "t1", 20)
+        before = memory.load("t1")
+        reopened = memory.reopen()
+        try:
+            after = reopened.load("t1")
+            assert not compare_views(before, after), compare_views(before, after)
+            assert before.folds >= 1 and after.summary == before.summary
+            assert len(reopened.transcript("t1")) == 40
+            reopened.save("t1", *filler_turn("t1", 20, _turn_size(memory)))
+            assert reopened.load("t1").messages[-2].content.startswith("question 20 ")
+        finally:
+            reopened.close()
 
     # -- isolation and the transcript --------------------------------------------------------
     def test_threads_never_see_each_other(self, memory: SummaryMemory) -> None:

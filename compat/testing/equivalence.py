@@ -31,6 +31,7 @@ class BackendEquivalenceContract:
     """Override ``policy`` (and ``make_memory`` for another store) to check your setup."""
 
     backends: tuple[str, str] = ("classic", "middleware")
+    hypothesis_examples: int = 25
 
     @pytest.fixture
     def policy(self) -> MemoryPolicy:
@@ -61,14 +62,12 @@ class BackendEquivalenceContract:
             assert left.transcript(thread) and [m.content for m in left.transcript(thread)] == [
                 m.content for m in right.transcript(thread)]
 
-    @settings(max_examples=25, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                     HealthCheck.differing_executors])
-    @given(steps=_STEPS)
-    def test_random_conversations_stay_equivalent(
-        self, make_memory: MemoryFactory, steps: list[tuple[int, bool, int]]
-    ) -> None:
-        self._replay(make_memory, steps)
+    def test_random_conversations_stay_equivalent(self, make_memory: MemoryFactory) -> None:
+        """Hypothesis-generated multi-thread conversations (``hypothesis_examples`` of them)."""
+        run = settings(max_examples=self.hypothesis_examples, deadline=None, database=None,
+                       suppress_health_check=list(HealthCheck))(
+            given(steps=_STEPS)(lambda steps: self._replay(make_memory, steps)))
+        run()
 
     def test_long_interleaved_conversation_stays_equivalent(self, make_memory: MemoryFactory) -> None:
         steps = [(n % 4, n % 7 == 3, 5 + (n * 13) % 50) for n in range(120)]
