@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from adapters.errors import StoreError
+from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import ClassicRecord, Store
 from adapters.view import message_signature
 
@@ -148,7 +148,12 @@ class SqlStore(Store):
         """A real ``SQLChatMessageHistory`` on the window table (cached per thread)."""
         history = self._histories.get(thread_id)
         if history is None:
-            from langchain_community.chat_message_histories import SQLChatMessageHistory
+            try:
+                from langchain_community.chat_message_histories import SQLChatMessageHistory
+            except ImportError as exc:
+                raise ConfigError(
+                    "SQL stores need langchain-community: pip install 'memshift[sqlite]' "
+                    "or 'memshift[postgres]'") from exc
 
             with self.guard("open chat history"):
                 history = SQLChatMessageHistory(

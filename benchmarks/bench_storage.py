@@ -1,0 +1,200 @@
+"""Per-thread storage and PostgreSQL throughput, each against a baseline in the same run.
+
+Part 1 (storage): one thread, N turns, middleware backend with retention vs the stock
+setup (SqliteSaver / InMemorySaver / PostgresSaver + stock SummarizationMiddleware, no
+retention). Prints checkpoints and bytes per thread, and the ratio.
+Part 2 (throughput, needs PostgreSQL): save+load per second with 1, 8 and 32 concurrent
+conversation threads, vs a raw psycopg insert+select loop (the practical limit).
+
+    MEMSHIFT_BENCH_PG_DSN=postgresql://... python benchmarks/bench_storage.py [--turns 100 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore")
+
+from langchain.agents.middleware import SummarizationMiddleware  # noqa: E402
+from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
+
+from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
+from adapters.middleware import split_summary  # noqa: E402
+from compat import SummaryMemory  # noqa: E402
+from compat.testing.conversations import filler_turn  # noqa: E402
+
+POLICY = MemoryPolicy(max_tokens=400, keep_tokens=200)
+
+
+def stock_graph(saver):
+    summarizer = DeterministicSummarizer()
+
+    def summarize(messages):
+        _, summary, rest = split_summary(messages)
+        return summarizer.summarize(summary, rest)
+
+    mw = SummarizationMiddleware(SummarizerChatModel(summarizer=summarizer), trigger=("tokens", 400),
+                                 keep=("tokens", 200), token_counter=count_tokens_cjk,
+                                 summarizer=summarize)
+    builder = StateGraph(MessagesState)
+    builder.add_node("fold", lambda state: mw.before_model(state, None) or {})
+    builder.add_edge(START, "fold")
+    builder.add_edge("fold", END)
+    return builder.compile(checkpointer=saver)
+
+
+def sqlite_bytes(path: str) -> int:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+def pg_bytes(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+
+
+def new_pg_db(dsn: str) -> str:
+    import psycopg
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlsplit(dsn)._replace(path=f"/{name}").geturl()
+
+
+def drop_pg_db(dsn: str, url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{urlsplit(url).path[1:]}" WITH (FORCE)')
+
+
+def storage(kind: str, turns: int, pg_dsn: str | None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((checkpoints, bytes) memshift, (checkpoints, bytes) stock) for one thread."""
+    results = []
+    for variant in ("memshift", "stock"):
+        tmp = tempfile.mkdtemp()
+        url = {"memory": "memory", "sqlite": f"sqlite:///{tmp}/{variant}.db"}.get(kind) or new_pg_db(pg_dsn)
+        cfg = {"configurable": {"thread_id": "t"}}
+        if variant == "memshift":
+            memory = SummaryMemory(backend="middleware", store=url, policy=POLICY)
+            for i in range(turns):
+                memory.save("t", *filler_turn("t", i, 30))
+            saver = memory.checkpointer
+        else:
+            if kind == "memory":
+                from langgraph.checkpoint.memory import InMemorySaver
+                saver = InMemorySaver()
+            elif kind == "sqlite":
+                from langgraph.checkpoint.sqlite import SqliteSaver
+                saver = SqliteSaver(sqlite3.connect(f"{tmp}/stock.db", check_same_thread=False))
+            else:
+                from langgraph.checkpoint.postgres import PostgresSaver
+                from psycopg import Connection
+                from psycopg.rows import dict_row
+                conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+                saver = PostgresSaver(conn)
+                saver.setup()
+            graph = stock_graph(saver)
+            for i in range(turns):
+                human, ai = filler_turn("t", i, 30)
+                from langchain_core.messages import AIMessage, HumanMessage
+                graph.invoke({"messages": [HumanMessage(human), AIMessage(ai)]}, cfg)
+        count = len(list(saver.list(cfg)))
+        if kind == "memory":
+            size = len(pickle.dumps((dict(saver.storage), dict(saver.writes), dict(saver.blobs))))
+        elif kind == "sqlite":
+            size = sqlite_bytes(url.removeprefix("sqlite:///") if variant == "memshift" else f"{tmp}/stock.db")
+        else:
+            size = pg_bytes(url)
+            if variant == "memshift":
+                memory.close()
+            drop_pg_db(pg_dsn, url)
+        results.append((count, size))
+    return results[0], results[1]
+
+
+def throughput(dsn: str, workers: int, turns: int) -> tuple[float, float]:
+    """(memshift ops/s, raw psycopg ops/s); one op = one save + one load."""
+    import psycopg
+
+    url = new_pg_db(dsn)
+    memory = SummaryMemory(backend="classic", store=url, policy=POLICY)
+
+    def run(fn) -> float:
+        threads = [threading.Thread(target=fn, args=(w,)) for w in range(workers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return workers * turns / (time.perf_counter() - start)
+
+    def ours(w: int) -> None:
+        for i in range(turns):
+            memory.save(f"w{w}", *filler_turn(f"w{w}", i, 30))
+            memory.load(f"w{w}")
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE raw (id bigserial PRIMARY KEY, thread text, message text)")
+        conn.execute("CREATE INDEX ON raw (thread, id)")
+
+    def raw(w: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for i in range(turns):
+                human, ai = filler_turn(f"w{w}", i, 30)
+                with conn.transaction():
+                    conn.execute("INSERT INTO raw (thread, message) VALUES (%s, %s), (%s, %s)",
+                                 (f"w{w}", human, f"w{w}", ai))
+                conn.execute("SELECT message FROM raw WHERE thread = %s ORDER BY id DESC LIMIT 20",
+                             (f"w{w}",)).fetchall()
+
+    try:
+        return run(ours), run(raw)
+    finally:
+        memory.close()
+        drop_pg_db(dsn, url)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--throughput-turns", type=int, default=20)
+    args = parser.parse_args()
+    dsn = os.environ.get("MEMSHIFT_BENCH_PG_DSN") or os.environ.get("MEMSHIFT_TEST_PG_DSN")
+    kinds = ["memory", "sqlite"] + (["postgres"] if dsn else [])
+    print("per-thread storage, middleware backend: memshift (retention) vs stock saver")
+    print(f"{'store':<9}{'turns':>6}{'ckpts':>8}{'stock':>8}{'bytes':>12}{'stock':>12}{'ratio':>8}")
+    for kind in kinds:
+        for turns in args.turns:
+            (c1, b1), (c2, b2) = storage(kind, turns, dsn)
+            print(f"{kind:<9}{turns:>6}{c1:>8}{c2:>8}{b1:>12}{b2:>12}{b1 / b2:>8.2f}")
+    if not dsn:
+        print("\n(no PostgreSQL: set MEMSHIFT_BENCH_PG_DSN for the throughput part)")
+        return
+    print("\nPostgreSQL save+load per second (classic backend) vs raw psycopg insert+select")
+    print(f"{'workers':>8}{'memshift':>11}{'raw':>9}{'ratio':>8}")
+    for workers in (1, 8, 32):
+        ours, raw = throughput(dsn, workers, args.throughput_turns)
+        print(f"{workers:>8}{ours:>11.1f}{raw:>9.1f}{ours / raw:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
