@@ -57,17 +57,29 @@ def stock_graph(saver):
 
 
 def sqlite_bytes(path: str) -> int:
+    """Bytes of checkpoint data (checkpoints + writes rows), not the file's free pages."""
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    try:
+        a = conn.execute("SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) "
+                         "FROM checkpoints").fetchone()[0]
+        b = conn.execute("SELECT coalesce(sum(length(value)), 0) FROM writes").fetchone()[0]
+        return a + b
+    finally:
+        conn.close()
 
 
 def pg_bytes(dsn: str) -> int:
+    """Bytes of live checkpoint rows (dead tuples are autovacuum's, not retention's)."""
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        queries = (
+            "SELECT coalesce(sum(octet_length(checkpoint::text) + octet_length(metadata::text)), 0) "
+            "FROM checkpoints",
+            "SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_blobs",
+            "SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_writes",
+        )
+        return sum(conn.execute(q).fetchone()[0] for q in queries)
 
 
 def new_pg_db(dsn: str) -> str:
@@ -131,6 +143,52 @@ def storage(kind: str, turns: int, pg_dsn: str | None) -> tuple[tuple[int, int],
     return results[0], results[1]
 
 
+def classic_persistence(turns: int = 40) -> None:
+    """Stock ConversationSummaryBufferMemory on a SQL history vs memshift's classic backend."""
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    tmp = tempfile.mkdtemp()
+    summarizer = DeterministicSummarizer()
+    llm = SummarizerChatModel(summarizer=summarizer, token_counter=count_tokens_cjk)
+    calls = {"stock": 0, "memshift": 0}
+    prompt_chars = {"stock": 0, "memshift": 0}
+
+    class Stock(ConversationSummaryBufferMemory):
+        def predict_new_summary(self, messages, existing_summary):
+            calls["stock"] += 1
+            prompt_chars["stock"] += sum(len(str(m.content)) for m in messages)
+            return summarizer.summarize(existing_summary, messages)
+
+    history = SQLChatMessageHistory(session_id="t", connection=f"sqlite:///{tmp}/stock.db")
+    stock = Stock(llm=llm, chat_memory=history, max_token_limit=200, return_messages=True)
+
+    class Counting:
+        def summarize(self, summary, messages):
+            calls["memshift"] += 1
+            prompt_chars["memshift"] += sum(len(str(m.content)) for m in messages)
+            return summarizer.summarize(summary, messages)
+
+    ours = SummaryMemory(backend="classic", store=f"sqlite:///{tmp}/ours.db", summarizer=Counting(),
+                         policy=MemoryPolicy(max_tokens=200))
+    for i in range(turns):
+        human, ai = filler_turn("t", i, 30)
+        stock.save_context({"input": human}, {"output": ai})
+        ours.save("t", human, ai)
+    stock_loaded = stock.load_memory_variables({})["history"]
+    restarted = Stock(llm=llm, chat_memory=SQLChatMessageHistory(
+        session_id="t", connection=f"sqlite:///{tmp}/stock.db"), max_token_limit=200)
+    print(f"\nclassic on a SQL history, {turns} turns, limit 200 tokens: stock vs memshift")
+    print(f"{'':<34}{'stock':>10}{'memshift':>10}")
+    print(f"{'messages stored in the window':<34}{len(history.messages):>10}{len(ours.load('t').messages):>10}")
+    print(f"{'tokens returned by load':<34}{count_tokens_cjk(stock_loaded):>10}"
+          f"{count_tokens_cjk(ours.load('t').as_messages()):>10}")
+    print(f"{'summarizer calls':<34}{calls['stock']:>10}{calls['memshift']:>10}")
+    print(f"{'chars sent to the summarizer':<34}{prompt_chars['stock']:>10}{prompt_chars['memshift']:>10}")
+    print(f"{'summary after a restart (chars)':<34}{len(restarted.moving_summary_buffer):>10}"
+          f"{len(ours.reopen().load('t').summary):>10}")
+
+
 def throughput(dsn: str, workers: int, turns: int) -> tuple[float, float]:
     """(memshift ops/s, raw psycopg ops/s); one op = one save + one load."""
     import psycopg
@@ -180,12 +238,14 @@ def main() -> None:
     args = parser.parse_args()
     dsn = os.environ.get("MEMSHIFT_BENCH_PG_DSN") or os.environ.get("MEMSHIFT_TEST_PG_DSN")
     kinds = ["memory", "sqlite"] + (["postgres"] if dsn else [])
-    print("per-thread storage, middleware backend: memshift (retention) vs stock saver")
+    print("per-thread checkpoint storage, middleware backend: memshift (retention) vs stock saver")
+    print("(bytes: checkpoint data only; memshift also keeps the append-only transcript, linear by design)")
     print(f"{'store':<9}{'turns':>6}{'ckpts':>8}{'stock':>8}{'bytes':>12}{'stock':>12}{'ratio':>8}")
     for kind in kinds:
         for turns in args.turns:
             (c1, b1), (c2, b2) = storage(kind, turns, dsn)
             print(f"{kind:<9}{turns:>6}{c1:>8}{c2:>8}{b1:>12}{b2:>12}{b1 / b2:>8.2f}")
+    classic_persistence()
     if not dsn:
         print("\n(no PostgreSQL: set MEMSHIFT_BENCH_PG_DSN for the throughput part)")
         return
