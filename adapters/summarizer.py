@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -212,11 +213,15 @@ class CachingSummarizer:
     backend divergence: both backends folding the same messages get one summary.
     """
 
-    def __init__(self, inner: Summarizer) -> None:
+    def __init__(self, inner: Summarizer, max_entries: int = 4096) -> None:
+        from collections import OrderedDict
+
         self.inner = inner
-        self.cache: dict[tuple, str] = {}
+        self.max_entries = max_entries
+        self.cache: OrderedDict[tuple, str] = OrderedDict()
         self.calls = 0  # calls that reached the inner summarizer
         self.hits = 0  # folds served from the cache
+        self._lock = threading.Lock()
 
     @staticmethod
     def key(summary: str, messages: Sequence[BaseMessage]) -> tuple:
@@ -225,11 +230,16 @@ class CachingSummarizer:
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         key = self.key(summary, messages)
-        if key in self.cache:
-            self.hits += 1
-            return self.cache[key]
-        self.calls += 1
+        with self._lock:
+            if key in self.cache:
+                self.hits += 1
+                self.cache.move_to_end(key)
+                return self.cache[key]
+            self.calls += 1
         result = self.inner.summarize(summary, messages)
         if isinstance(result, str) and result.strip():
-            self.cache[key] = result
+            with self._lock:
+                self.cache[key] = result
+                if len(self.cache) > self.max_entries:
+                    self.cache.popitem(last=False)
         return result

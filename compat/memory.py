@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,9 +18,10 @@ from langchain_core.messages import BaseMessage, SystemMessage, get_buffer_strin
 from langchain_core.prompts import BasePromptTemplate
 from pydantic import ConfigDict, PrivateAttr
 
-from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, open_store
+from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
 from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
-from adapters.summarizer import resolve_summarizer
+from adapters.shadow import ShadowBackend
+from adapters.summarizer import CachingSummarizer, resolve_summarizer
 from compat._keys import resolve_input, resolve_output
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.history import MemshiftChatHistory
@@ -60,6 +61,14 @@ class SummaryMemory(BaseMemory):
     prompt: BasePromptTemplate | None = None
     summary_message_cls: type[BaseMessage] = SystemMessage
     max_token_limit: int | None = None
+    # shadow mode (backend="shadow")
+    primary: str = "classic"
+    candidate: str = "middleware"
+    candidate_policy: MemoryPolicy | None = None
+    on_mismatch: Any = None
+    shadow_sample: float | None = None  # else $MEMSHIFT_SHADOW_SAMPLE, else 1.0
+    shadow_log: str | None = None  # else $MEMSHIFT_SHADOW_LOG
+    shadow_timeout: float = 5.0
 
     _backend: MemoryBackend = PrivateAttr()
     _store: Store = PrivateAttr()
@@ -75,10 +84,10 @@ class SummaryMemory(BaseMemory):
         super().__init__(**kwargs)
         # Built after validation (not in model_post_init) so memshift errors keep their type.
         name = self.backend or os.environ.get(BACKEND_ENV) or "classic"
-        if name not in BACKENDS:
+        if name not in (*BACKENDS, "shadow"):
             raise ConfigError(
                 f"unknown backend {name!r} (from {'argument' if self.backend else BACKEND_ENV}); "
-                f"use one of {sorted(BACKENDS)}"
+                f"use one of {sorted((*BACKENDS, 'shadow'))}"
             )
         self._policy = self._resolve_policy()
         summarizer = resolve_summarizer(
@@ -88,12 +97,39 @@ class SummaryMemory(BaseMemory):
         if self.thread_id is not None:
             check_thread_id(self.thread_id)
         self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))
+        if name == "shadow":
+            self._backend = self._build_shadow(summarizer)
+        else:
+            self._backend = self._build(name, self._policy, summarizer)
+
+    def _build(self, name: str, policy: MemoryPolicy, summarizer: Any) -> MemoryBackend:
+        if name not in BACKENDS:
+            raise ConfigError(f"unknown backend {name!r}; use one of {sorted(BACKENDS)}")
         extra: dict[str, Any] = {"llm": self.llm}
         if name == "classic":
             extra["summary_message_cls"] = self.summary_message_cls
-        self._backend = BACKENDS[name](
-            policy=self._policy, summarizer=summarizer, store=self._store,
-            human_prefix=self.human_prefix, ai_prefix=self.ai_prefix, **extra,
+        return BACKENDS[name](policy=policy, summarizer=summarizer, store=self._store,
+                              human_prefix=self.human_prefix, ai_prefix=self.ai_prefix, **extra)
+
+    def _build_shadow(self, summarizer: Any) -> MemoryBackend:
+        if self.primary == self.candidate and self.candidate_policy is None:
+            raise ConfigError("shadow needs two different backends or a candidate_policy")
+        sample = self.shadow_sample
+        if sample is None:
+            raw = os.environ.get("MEMSHIFT_SHADOW_SAMPLE", "1")
+            try:
+                sample = float(raw)
+            except ValueError:
+                raise ConfigError(f"MEMSHIFT_SHADOW_SAMPLE must be a number, got {raw!r}") from None
+        if not 0 <= sample <= 1:
+            raise ConfigError(f"shadow sample rate must be within [0, 1], got {sample}")
+        shared = CachingSummarizer(summarizer)  # one summary when both sides fold the same input
+        return ShadowBackend(
+            primary=self._build(self.primary, self._policy, shared),
+            candidate=self._build(self.candidate, self.candidate_policy or self._policy, shared),
+            sample=sample, on_mismatch=self.on_mismatch,
+            log_path=self.shadow_log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
+            timeout=self.shadow_timeout,
         )
 
     def _resolve_policy(self) -> MemoryPolicy:
@@ -112,8 +148,13 @@ class SummaryMemory(BaseMemory):
     # -- identity ----------------------------------------------------------------------
     @property
     def backend_name(self) -> str:
-        """Which backend is active: ``classic`` | ``middleware``."""
+        """Which backend is active: ``classic`` | ``middleware`` | ``shadow``."""
         return self._backend.name
+
+    @property
+    def mismatches(self) -> list:
+        """Recorded shadow divergences (thread id, turn, kind, diff); ``[]`` off shadow."""
+        return list(getattr(self._backend, "mismatches", []))
 
     @property
     def active_policy(self) -> MemoryPolicy:
@@ -188,6 +229,17 @@ class SummaryMemory(BaseMemory):
         with self._store.guard("thread_ids"):
             return self._store.thread_ids()
 
+    def iter_thread_ids(self) -> Iterator[str]:
+        """Every thread with a transcript, streamed."""
+        return self._store.iter_thread_ids()
+
+    def restore_thread(self, record: ThreadRecord) -> None:
+        """Write a thread's transcript (idempotent by message id), then its summary and window."""
+        tid = check_thread_id(record.thread_id)
+        with self._store.guard("restore"):
+            self._store.append_transcript(tid, record.transcript)
+            self._backend.restore(tid, record.summary, record.window, record.folds)
+
     def reopen(self) -> SummaryMemory:
         """A new memory with this configuration and its own connection to the same store."""
         return type(self)(**{name: getattr(self, name) for name in self.model_fields_set})
@@ -220,7 +272,10 @@ class SummaryMemory(BaseMemory):
         return self._require_middleware("middleware").middleware
 
     def _require_middleware(self, what: str) -> Any:
-        backend = getattr(self._backend, "candidate_backend", None) or self._backend
+        sides = [self._backend]
+        if isinstance(self._backend, ShadowBackend):
+            sides = [self._backend.primary, self._backend.candidate_backend]
+        backend = next((b for b in sides if b.name == "middleware"), sides[0])
         if backend.name != "middleware":
             raise ConfigError(
                 f"memory.{what} is for the middleware backend; this memory runs "

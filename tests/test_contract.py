@@ -13,7 +13,7 @@ from tests.conftest import BACKENDS
 
 
 class TestContractTokens(SummaryMemoryContract):
-    @pytest.fixture(params=BACKENDS)
+    @pytest.fixture(params=[*BACKENDS, "shadow"])
     def memory(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[SummaryMemory]:
         with SummaryMemory(backend=request.param, store=store_url,
                            policy=MemoryPolicy(max_tokens=120, keep_tokens=60)) as memory:

@@ -49,6 +49,10 @@ class Store(ABC):
     def thread_ids(self) -> list[str]:
         """Threads with a transcript, in first-seen order."""
 
+    def iter_thread_ids(self) -> Iterator[str]:
+        """Threads with a transcript, streamed (SQL stores page through them)."""
+        return iter(self.thread_ids())
+
     # -- classic backend -------------------------------------------------------------
     @abstractmethod
     def classic_history(self, thread_id: str) -> BaseChatMessageHistory:

@@ -143,6 +143,21 @@ class SqlStore(Store):
             )
             return [r[0] for r in rows]
 
+    def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:
+        """Thread ids in id order, a page at a time (flat memory for any number of threads)."""
+        last: str | None = None
+        while True:
+            query = (select(transcript_table.c.thread_id).distinct()
+                     .order_by(transcript_table.c.thread_id).limit(batch))
+            if last is not None:
+                query = query.where(transcript_table.c.thread_id > last)
+            with self.guard("list threads"), self.engine.connect() as conn:
+                page = [r[0] for r in conn.execute(query)]
+            yield from page
+            if len(page) < batch:
+                return
+            last = page[-1]
+
     # -- classic -------------------------------------------------------------------------
     def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
         """A real ``SQLChatMessageHistory`` on the window table (cached per thread)."""

@@ -1,0 +1,112 @@
+"""Shadow mode: write both, serve the primary, compare at read, never fail on the candidate."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters import MemoryPolicy, compare_views
+from compat import ConfigError, SummaryMemory
+from compat.testing import RecordingSummarizer, filler_turn
+
+POLICY = MemoryPolicy(max_tokens=120, keep_tokens=60)
+
+
+def _talk(memory: SummaryMemory, thread: str, turns: int) -> list:
+    views = []
+    for i in range(turns):
+        memory.save(thread, *filler_turn(thread, i, 8))
+        views.append(memory.load(thread))
+    return views
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite", "postgres"])
+def test_same_policy_gives_zero_mismatches(store_kind: str, fresh_store) -> None:
+    summarizer = RecordingSummarizer()
+    with SummaryMemory(backend="shadow", policy=POLICY, summarizer=summarizer,
+                       store=fresh_store(store_kind)) as memory:
+        _talk(memory, "t", 12)
+        assert memory.backend_name == "shadow"
+        assert memory.mismatches == []
+        assert memory.backend_impl.compared == 12
+        folds = memory.load("t").folds
+        assert folds >= 2 and len(summarizer.calls) == folds  # one call per fold, not two
+
+
+def test_different_candidate_policy_is_recorded_and_primary_unaffected(tmp_path: Path) -> None:
+    log = tmp_path / "shadow.jsonl"
+    seen = []
+    shadow = SummaryMemory(backend="shadow", policy=POLICY, shadow_log=str(log),
+                           candidate_policy=MemoryPolicy(max_tokens=60), on_mismatch=seen.append)
+    plain = SummaryMemory(backend="classic", policy=POLICY)
+    served = _talk(shadow, "t", 12)
+    expected = _talk(plain, "t", 12)
+    assert all(not compare_views(a, b) for a, b in zip(served, expected)), "primary answers changed"
+    assert served[-1].backend == "classic"
+    assert shadow.mismatches and seen == shadow.mismatches
+    first = shadow.mismatches[0]
+    assert first.thread_id == "t" and first.kind == "view" and first.turn >= 1 and first.diff
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(lines) == len(shadow.mismatches) and lines[0]["thread_id"] == "t"
+
+
+def test_candidate_errors_and_slowness_never_reach_the_caller() -> None:
+    calls = []
+
+    def broken_callback(mismatch: object) -> None:
+        calls.append(mismatch)
+        raise RuntimeError("publisher is broken")
+
+    memory = SummaryMemory(backend="shadow", policy=POLICY, shadow_timeout=0.2,
+                           on_mismatch=broken_callback)
+    candidate = memory.backend_impl.candidate_backend
+
+    def explode(*args: object) -> None:
+        raise OSError("candidate database is gone")
+
+    candidate.save = explode  # type: ignore[method-assign]
+    memory.save("t", "q", "a")
+    assert memory.load("t").messages[-1].content == "a"
+    kinds = {m.kind for m in memory.mismatches}
+    assert "candidate_error" in kinds and calls
+
+    def slow_load(thread_id: str) -> object:
+        time.sleep(1.0)
+        raise AssertionError("unreachable")
+
+    candidate.load = slow_load  # type: ignore[method-assign]
+    start = time.perf_counter()
+    view = memory.load("t")
+    assert time.perf_counter() - start < 0.9, "the candidate slowed the read past its bound"
+    assert view.messages[-1].content == "a"
+    assert any(m.kind == "candidate_timeout" for m in memory.mismatches)
+
+
+def test_sampling_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSHIFT_SHADOW_SAMPLE", "0.3")
+    memory = SummaryMemory(backend="shadow", policy=POLICY)
+    threads = [f"t{n}" for n in range(200)]
+    for t in threads:
+        memory.save(t, "q", "a")
+    mirrored = [t for t in threads if memory.backend_impl.candidate_backend.load(t).messages]
+    assert 30 <= len(mirrored) <= 90, len(mirrored)
+    assert all(memory.backend_impl.sampled(t) for t in mirrored)
+
+
+@pytest.mark.parametrize("raw", ["1.5", "-0.1", "lots"])
+def test_bad_sample_rates_are_refused(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("MEMSHIFT_SHADOW_SAMPLE", raw)
+    with pytest.raises(ConfigError):
+        SummaryMemory(backend="shadow", policy=POLICY)
+
+
+def test_shadow_from_the_environment_and_cutover_handles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSHIFT_BACKEND", "shadow")
+    memory = SummaryMemory(policy=POLICY)
+    assert memory.backend_name == "shadow"
+    assert memory.middleware is memory.backend_impl.candidate_backend.middleware
+    with pytest.raises(ConfigError, match="two different backends"):
+        SummaryMemory(backend="shadow", primary="classic", candidate="classic")
