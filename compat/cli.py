@@ -1,18 +1,20 @@
-"""``memshift`` / ``python -m compat``: replay (the equivalence check)."""
+"""``memshift`` / ``python -m compat``: replay (the equivalence check) and migrate."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import warnings
+from pathlib import Path
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from langchain_core._api import LangChainDeprecationWarning
 
 from adapters import MemoryPolicy
 from adapters.errors import MemshiftError
+from compat.cli_migrate import add_migrate_parser, cmd_migrate
 from compat.conversations import iter_turns, read_messages
 from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult, replay
 
@@ -20,16 +22,23 @@ __all__ = ["main"]
 
 
 class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, every 10% otherwise."""
+    """A progress bar on stderr: redrawn in place on a terminal, every 10% otherwise.
+    With an unknown total (streamed threads) it counts instead."""
 
-    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True) -> None:
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True,
+                 unit: str = "turns") -> None:
         stream = stream or sys.stderr
-        self.total, self.stream, self.enabled = max(total, 1), stream, enabled
+        self.total, self.stream, self.enabled, self.unit = total, stream, enabled, unit
         self.tty = stream.isatty()
         self.last = -1
 
     def update(self, done: int) -> None:
         if not self.enabled:
+            return
+        if self.total <= 0:
+            if self.tty or done % 100 == 0:
+                self.stream.write(f"{done} {self.unit}{chr(13) if self.tty else chr(10)}")
+                self.stream.flush()
             return
         pct = done * 100 // self.total
         if not self.tty and pct // 10 == self.last // 10 and done != self.total:
@@ -37,15 +46,30 @@ class Progress:
         self.last = pct
         bar = "#" * (pct // 5) + "-" * (20 - pct // 5)
         end = "\r" if self.tty and done != self.total else "\n"
-        self.stream.write(f"[{bar}] {done}/{self.total} turns{end}")
+        self.stream.write(f"[{bar}] {done}/{self.total} {self.unit}{end}")
         self.stream.flush()
 
+    def finish(self, done: int) -> None:
+        if self.enabled and self.total <= 0:
+            self.stream.write(f"{done} {self.unit} done\n")
 
-def _policy(args: argparse.Namespace) -> MemoryPolicy:
+
+def add_policy_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--keep-tokens", type=int)
+    parser.add_argument("--max-messages", type=int)
+    parser.add_argument("--keep-messages", type=int)
+    parser.add_argument("--cut", choices=["turn", "message"])
+    parser.add_argument("--token-counter", help="approximate (default), cl100k_base or o200k_base")
+    parser.add_argument("--model", help="summarizer model, e.g. openai:gpt-4.1-mini (default: offline)")
+    parser.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+
+
+def _policy(args: argparse.Namespace, default: MemoryPolicy = DEFAULT_REPLAY_POLICY) -> MemoryPolicy:
     if not any((args.max_tokens, args.keep_tokens, args.max_messages, args.keep_messages,
                 args.cut, args.token_counter)):
-        return DEFAULT_REPLAY_POLICY
-    max_tokens = args.max_tokens or (None if args.max_messages else DEFAULT_REPLAY_POLICY.max_tokens)
+        return default
+    max_tokens = args.max_tokens or (None if args.max_messages else default.max_tokens)
     return MemoryPolicy(
         max_tokens=max_tokens, keep_tokens=args.keep_tokens, max_messages=args.max_messages,
         keep_messages=args.keep_messages, cut=args.cut or "turn", token_counter=args.token_counter,
@@ -83,15 +107,18 @@ def print_report(report: ReplayReport, out: TextIO) -> None:
     out.write("RESULT: " + ("EQUIVALENT" if not report.divergences else "DIVERGED") + "\n")
 
 
+def _summarizer(args: argparse.Namespace, policy: MemoryPolicy) -> Any:
+    if not args.model:
+        return None
+    from adapters.summarizer import ChatModelSummarizer
+    from compat.models import resolve_model
+
+    return ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     turns = list(iter_turns(read_messages(args.file)))
-    summarizer = None
-    if args.model:
-        from adapters.summarizer import ChatModelSummarizer
-        from compat.models import resolve_model
-
-        policy = _policy(args)
-        summarizer = ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt)
+    summarizer = _summarizer(args, _policy(args))
     progress = Progress(len(turns), enabled=not args.quiet)
     done = 0
 
@@ -103,6 +130,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report = replay(turns, policy=_policy(args), summarizer=summarizer,
                     share_summaries=not args.no_share, on_turn=tick)
     print_report(report, sys.stdout)
+    if args.report:
+        from compat.report import write_html
+
+        path = write_html(report, args.report, title=f"memshift replay: {Path(args.file).name}")
+        print(f"report: {path}")
     return 1 if report.divergences else 0
 
 
@@ -111,19 +143,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="replay a JSONL conversation through both backends")
     rp.add_argument("file")
-    rp.add_argument("--model", help="summarizer model, e.g. openai:gpt-4.1-mini (default: offline)")
-    rp.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
-    rp.add_argument("--max-tokens", type=int)
-    rp.add_argument("--keep-tokens", type=int)
-    rp.add_argument("--max-messages", type=int)
-    rp.add_argument("--keep-messages", type=int)
-    rp.add_argument("--cut", choices=["turn", "message"])
-    rp.add_argument("--token-counter", help="approximate (default), cl100k_base or o200k_base")
+    rp.add_argument("--report", help="write a self-contained HTML report here")
+    add_policy_args(rp)
     rp.add_argument("--no-share", action="store_true",
                     help="call the summarizer separately per backend (shows model nondeterminism)")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.set_defaults(func=cmd_replay)
+    mp = add_migrate_parser(sub, add_policy_args)
+    mp.add_argument("--quiet", action="store_true", help="no progress output")
+    mp.set_defaults(func=_run_migrate)
     return parser
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
+
+    policy = _policy(args, MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT))
+    return cmd_migrate(args, policy, _summarizer(args, policy),
+                       lambda total, unit: Progress(total, enabled=not args.quiet, unit=unit))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

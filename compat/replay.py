@@ -26,6 +26,7 @@ class TurnResult:
     windows: dict[str, int]  # backend -> verbatim messages after the save
     folds: dict[str, int]  # backend -> folds so far on the thread
     summaries: dict[str, str]
+    window: list[tuple[str, str]]  # (type, content) of the first backend's window
     prompt_tokens: dict[str, int]  # backend or "full" -> tokens sent with this turn's question
 
     @property
@@ -90,6 +91,7 @@ def replay(
             windows={n: len(v.messages) for n, v in views.items()},
             folds={n: v.folds for n, v in views.items()},
             summaries={n: v.summary for n, v in views.items()},
+            window=[(m.type, str(m.content)) for m in base.messages],
             prompt_tokens=prompt,
         )
         report.turns.append(result)

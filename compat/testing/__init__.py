@@ -7,10 +7,12 @@ compared after every turn. Subclass, supply the fixture(s), run pytest.
 
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
 from compat.testing.contract import SummaryMemoryContract
+from compat.testing.fakes import EchoChatModel
 from compat.testing.equivalence import BackendEquivalenceContract
 
 __all__ = [
     "BackendEquivalenceContract",
+    "EchoChatModel",
     "RecordingSummarizer",
     "SummaryMemoryContract",
     "agent_turn",
