@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
-from adapters.policy import MemoryPolicy
+from adapters.errors import SummarizerError
+from adapters.folds import FoldRecord
+from adapters.policy import FoldPlan, MemoryPolicy
+from adapters.redaction import redact_messages
 from adapters.stores.base import Store
-from adapters.summarizer import Summarizer, run_summarizer
+from adapters.structured import parse_rendered
+from adapters.summarizer import Summarizer, run_summarizer, summarizer_name
 from adapters.view import MemoryView
 
 __all__ = ["MemoryBackend"]
@@ -64,12 +70,51 @@ class MemoryBackend(ABC):
         with self.store.lock(thread_id):
             self._save(thread_id, messages)
 
-    def summarize(self, summary: str, messages: Sequence[BaseMessage], thread_id: str | None) -> str:
-        """The one summarization routine: same input and retries on every backend."""
-        return run_summarizer(
-            self.summarizer, summary, messages,
-            retries=self.policy.summary_retries, thread_id=thread_id,
-        )
+    record_folds: bool = True  # a shadow candidate does not write fold records
+
+    def fold(self, thread_id: str, summary: str, window: Sequence[BaseMessage], plan: FoldPlan,
+             version: int) -> str:
+        """The one summarization routine both backends call: redact what is sent, summarize
+        (with retries), record the fold, remember structured preferences."""
+        folded = list(window[: plan.cutoff])
+        sent = redact_messages(folded, self.policy.redactor)
+        start = time.perf_counter()
+        error: str | None = None
+        result = ""
+        try:
+            result = run_summarizer(self.summarizer, summary, sent,
+                                    retries=self.policy.summary_retries, thread_id=thread_id)
+            return result
+        except SummarizerError as exc:
+            error = str(exc)
+            raise
+        finally:
+            if self.record_folds:
+                record = FoldRecord(
+                    thread_id=thread_id, version=version, trigger=plan.reason or "forced",
+                    messages_before=len(window), messages_kept=len(window) - len(folded),
+                    folded=len(folded), folded_first_id=folded[0].id if folded else None,
+                    folded_last_id=folded[-1].id if folded else None,
+                    summary_tokens=self.policy.count([SystemMessage(result)]) if result else 0,
+                    summarizer=summarizer_name(self.summarizer),
+                    prompt_version=self.policy.prompt_version,
+                    duration_ms=round((time.perf_counter() - start) * 1000, 3),
+                    error=error, backend=self.name)
+                self.store.append_fold(record.as_dict())
+                record.log()
+                if result and error is None:
+                    self._remember_preferences(thread_id, result, version)
+
+    def _remember_preferences(self, thread_id: str, summary: str, version: int) -> None:
+        """Structured preferences outlive the thread: one item per key, per user."""
+        store = self.policy.preferences_store
+        if store is None:
+            return
+        user = self.policy.user_id(thread_id).replace(".", "_")
+        for item in parse_rendered(summary).preferences:
+            key = item.key or hashlib.sha256(item.value.lower().encode()).hexdigest()[:16]
+            store.put(("memshift", "preferences", user), key,
+                      {"value": item.value, "thread_id": thread_id, "version": version})
 
     async def aload(self, thread_id: str) -> MemoryView:
         return await asyncio.to_thread(self.load, thread_id)

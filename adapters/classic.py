@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import PrivateAttr
 
 from adapters.base import MemoryBackend
+from adapters.policy import FoldPlan
 from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView
 
@@ -30,9 +31,11 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
     _backend: Any = PrivateAttr(default=None)
     _thread_id: str = PrivateAttr(default="")
     _folds: int = PrivateAttr(default=0)
+    _pending: Any = PrivateAttr(default=None)  # (window, plan) of the fold prune() started
 
     def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
-        return self._backend.summarize(existing_summary, messages, self._thread_id)
+        window, plan = self._pending or (messages, FoldPlan(len(messages), "forced"))
+        return self._backend.fold(self._thread_id, existing_summary, window, plan, self._folds + 1)
 
     async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
         return self.predict_new_summary(messages, existing_summary)
@@ -43,7 +46,11 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         plan = self._backend.policy.plan_fold(window)
         if not plan.cutoff:
             return
-        summary = self.predict_new_summary(window[: plan.cutoff], self.moving_summary_buffer)
+        self._pending = (window, plan)
+        try:
+            summary = self.predict_new_summary(window[: plan.cutoff], self.moving_summary_buffer)
+        finally:
+            self._pending = None
         self._backend.store.classic_fold(
             self._thread_id, summary, self._folds + 1, window[plan.cutoff :]
         )

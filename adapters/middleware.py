@@ -15,6 +15,7 @@ summary); the summary text comes from the shared summarization routine.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any, NotRequired
@@ -30,6 +31,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from adapters.base import MemoryBackend
 from adapters.errors import SummarizerError
+from adapters.policy import FoldPlan
+from adapters.redaction import default_redactor, redact_messages
 from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView
 
@@ -92,6 +95,7 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
             summarizer=self._summarize_messages,
         )
         self._backend = backend
+        self._fold = threading.local()  # the fold in progress on this thread (plan, window)
 
     # -- policy overrides ------------------------------------------------------------
     def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
@@ -100,19 +104,28 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
 
     def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
         head, _, window = split_summary(messages)
-        cutoff = self._backend.policy.plan_fold(window).cutoff
-        return cutoff + (1 if head is not None and cutoff else 0)
+        plan = self._backend.policy.plan_fold(window)
+        self._fold.window, self._fold.plan = window, plan
+        return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
 
     def _summarize_messages(self, messages: list[AnyMessage]) -> str:
-        head, summary, folded = split_summary(messages)
-        return self._backend.summarize(summary, folded, _current_thread())
+        _, summary, folded = split_summary(messages)
+        window = getattr(self._fold, "window", None) or folded
+        plan = getattr(self._fold, "plan", None) or FoldPlan(len(folded), "forced")
+        version = int(getattr(self._fold, "folds", 0)) + 1
+        return self._backend.fold(_current_thread() or "", summary, window, plan, version)
 
     # -- folding ---------------------------------------------------------------------
     def fold_update(self, state: dict[str, Any]) -> dict[str, Any] | None:
         """The stock ``before_model`` update, plus the fold count."""
-        update = SummarizationMiddleware.before_model(self, state, None)  # type: ignore[arg-type]
+        self._fold.folds = int(state.get("memshift_folds") or 0)
+        self._fold.window = self._fold.plan = None
+        try:
+            update = SummarizationMiddleware.before_model(self, state, None)  # type: ignore[arg-type]
+        finally:
+            self._fold.window = self._fold.plan = None
         if update:
-            update["memshift_folds"] = int(state.get("memshift_folds") or 0) + 1
+            update["memshift_folds"] = self._fold.folds + 1
         return update
 
     def _guarded_fold(self, state: dict[str, Any]) -> dict[str, Any] | None:
@@ -137,6 +150,9 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         thread_id = _current_thread()
         if thread_id is not None:
             _, _, window = split_summary(state["messages"])
+            policy = self._backend.policy
+            if policy.redact_transcript:
+                window = redact_messages(window, policy.redactor or default_redactor)
             self._backend.store.append_transcript(thread_id, window)
         return self._guarded_fold(state)
 

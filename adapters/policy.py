@@ -7,14 +7,16 @@ middleware fold the same messages at the same moment by construction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.prompts import PromptTemplate
 
 from adapters.errors import ConfigError
+from adapters.redaction import resolve_redactor
+from adapters.structured import STRUCTURED_PROMPT
 from adapters.tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "FoldPlan", "MemoryPolicy"]
@@ -73,8 +75,13 @@ class MemoryPolicy:
     summary_format: Literal["text", "structured"] = "text"
     summary_retries: int = 2
     on_summary_error: Literal["defer", "raise"] = "defer"
+    redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
+    redact_transcript: bool = False
+    preferences_store: Any = field(default=None, compare=False)  # a LangGraph BaseStore
+    user_of: Callable[[str], str] | None = field(default=None, compare=False)
     _counter: TokenCounter = field(init=False, repr=False, compare=False)
     _prompt: PromptTemplate = field(init=False, repr=False, compare=False)
+    _redactor: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages"):
@@ -91,10 +98,13 @@ class MemoryPolicy:
                 object.__setattr__(self, keep, t)
         if self.cut not in ("turn", "message"):
             raise ConfigError(f"cut must be 'turn' or 'message', got {self.cut!r}")
-        if self.summary_format == "structured":
-            raise ConfigError("summary_format='structured' is not available yet; use 'text'")
-        if self.summary_format != "text":
-            raise ConfigError(f"summary_format must be 'text', got {self.summary_format!r}")
+        if self.summary_format not in ("text", "structured"):
+            raise ConfigError(
+                f"summary_format must be 'text' or 'structured', got {self.summary_format!r}")
+        if self.preferences_store is not None and self.summary_format != "structured":
+            raise ConfigError("preferences_store needs summary_format='structured'")
+        if self.preferences_store is not None and not hasattr(self.preferences_store, "put"):
+            raise ConfigError("preferences_store must be a LangGraph BaseStore (with .put)")
         if isinstance(self.summary_retries, bool) or not isinstance(self.summary_retries, int) \
                 or self.summary_retries < 0:
             raise ConfigError(f"summary_retries must be an integer >= 0, got {self.summary_retries!r}")
@@ -103,7 +113,9 @@ class MemoryPolicy:
                 f"on_summary_error must be 'defer' or 'raise', got {self.on_summary_error!r}"
             )
         object.__setattr__(self, "_counter", resolve_token_counter(self.token_counter))
-        object.__setattr__(self, "_prompt", _as_prompt(self.summary_prompt))
+        default = STRUCTURED_PROMPT if self.summary_format == "structured" else DEFAULT_SUMMARY_PROMPT
+        object.__setattr__(self, "_prompt", _as_prompt(self.summary_prompt or default))
+        object.__setattr__(self, "_redactor", resolve_redactor(self.redact))
 
     # -- derived ------------------------------------------------------------------
     @property
@@ -115,6 +127,18 @@ class MemoryPolicy:
     def prompt(self) -> PromptTemplate:
         """The summary prompt (variables ``summary`` and ``new_lines``)."""
         return self._prompt
+
+    @property
+    def redactor(self) -> Callable[[str], str] | None:
+        """What scrubs text before it reaches the summarizer (``None``: off)."""
+        return self._redactor
+
+    def user_id(self, thread_id: str) -> str:
+        """The user a thread belongs to, for long-term preferences: ``user_of`` or the
+        thread id up to its last ``:`` (``tenant-1:user-42:chat-7`` -> ``tenant-1:user-42``)."""
+        if self.user_of is not None:
+            return self.user_of(thread_id)
+        return thread_id.rsplit(":", 1)[0] if ":" in thread_id else thread_id
 
     @property
     def prompt_version(self) -> str:

@@ -55,6 +55,7 @@ class ShadowBackend(MemoryBackend):
         max_recorded: int = 10_000,
     ) -> None:
         self.primary, self.candidate_backend = primary, candidate
+        candidate.record_folds = False  # one store, one set of fold records: the primary's
         super().__init__(policy=primary.policy, summarizer=primary.summarizer, store=primary.store,
                          human_prefix=primary.human_prefix, ai_prefix=primary.ai_prefix)
         self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path

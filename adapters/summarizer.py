@@ -21,6 +21,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import PromptTemplate
 
 from adapters.errors import ConfigError, SummarizerError
+from adapters.extractive import ExtractiveSummarizer
+from adapters.structured import merge, parse_delta, parse_rendered, render
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 
 __all__ = [
@@ -28,10 +30,13 @@ __all__ = [
     "CallableSummarizer",
     "ChatModelSummarizer",
     "DeterministicSummarizer",
+    "ExtractiveSummarizer",
+    "StructuredSummarizer",
     "Summarizer",
     "SummarizerChatModel",
     "resolve_summarizer",
     "run_summarizer",
+    "summarizer_name",
 ]
 
 logger = logging.getLogger("memshift.summarizer")
@@ -113,6 +118,40 @@ class DeterministicSummarizer:
         return "\n".join(lines) or "(nothing to keep)"
 
 
+class StructuredSummarizer:
+    """Structured mode: the inner summarizer returns a JSON delta (or a rendered document);
+    it is validated and merged into the previous document by code, then rendered.
+    A malformed reply raises, so the fold is retried and then fails cleanly."""
+
+    def __init__(self, inner: Summarizer, *, json_summary: bool = False) -> None:
+        self.inner = inner
+        self.json_summary = json_summary  # hand the previous document over as JSON (chat models)
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        previous = parse_rendered(summary)
+        given = previous.model_dump_json(exclude_defaults=True) if self.json_summary else summary
+        reply = self.inner.summarize(given, messages)
+        if isinstance(reply, str) and not reply.lstrip().startswith(("{", "`")):
+            document = parse_rendered(reply)  # already a rendered document
+            if not any(getattr(document, f) for f in ("facts", "decisions", "todos", "risks",
+                                                       "preferences")):
+                raise ValueError("structured summarizer returned neither JSON nor a document")
+            return render(document)
+        return render(merge(previous, parse_delta(reply)))
+
+
+def summarizer_name(summarizer: Any) -> str:
+    """A label for fold records: the model name when there is one."""
+    inner = getattr(summarizer, "inner", None)
+    if inner is not None and inner is not summarizer:
+        return summarizer_name(inner)
+    llm = getattr(summarizer, "llm", None)
+    if llm is not None:
+        name = getattr(llm, "model_name", None) or getattr(llm, "model", None)
+        return f"{type(llm).__name__}:{name}" if name else type(llm).__name__
+    return type(summarizer).__name__
+
+
 def resolve_summarizer(
     llm: Any = None,
     summarizer: Any = None,
@@ -120,20 +159,27 @@ def resolve_summarizer(
     prompt: PromptTemplate,
     human_prefix: str = "Human",
     ai_prefix: str = "AI",
+    structured: bool = False,
 ) -> Summarizer:
-    """Pick the summarizer: explicit ``summarizer`` first, then ``llm``, else the offline one."""
+    """Pick the summarizer: explicit ``summarizer`` first, then ``llm``, else the offline one
+    (extractive, which writes structured documents in both formats)."""
     if summarizer is not None:
         if isinstance(summarizer, Summarizer):
-            return summarizer
-        if callable(summarizer):
-            return CallableSummarizer(summarizer)
-        raise ConfigError(f"summarizer must be a callable or have .summarize(), got {summarizer!r}")
+            chosen: Summarizer = summarizer
+        elif callable(summarizer):
+            chosen = CallableSummarizer(summarizer)
+        else:
+            raise ConfigError(f"summarizer must be a callable or have .summarize(), got {summarizer!r}")
+        if structured and not isinstance(chosen, (ExtractiveSummarizer, StructuredSummarizer)):
+            chosen = StructuredSummarizer(chosen)
+        return chosen
     if llm is None:
-        return DeterministicSummarizer()
+        return ExtractiveSummarizer()
     if isinstance(llm, SummarizerChatModel):
         return llm.summarizer
     if isinstance(llm, BaseLanguageModel):
-        return ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix)
+        chat = ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix)
+        return StructuredSummarizer(chat, json_summary=True) if structured else chat
     raise ConfigError(f"llm must be a LangChain chat model, got {type(llm).__name__}")
 
 

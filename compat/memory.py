@@ -20,6 +20,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
 from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
+from adapters.redaction import default_redactor, redact_messages
 from adapters.shadow import ShadowBackend
 from adapters.summarizer import CachingSummarizer, resolve_summarizer
 from compat._keys import resolve_input, resolve_output
@@ -93,6 +94,7 @@ class SummaryMemory(BaseMemory):
         summarizer = resolve_summarizer(
             self.llm, self.summarizer, prompt=self._policy.prompt,
             human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
+            structured=self._policy.summary_format == "structured",
         )
         if self.thread_id is not None:
             check_thread_id(self.thread_id)
@@ -204,7 +206,7 @@ class SummaryMemory(BaseMemory):
         tid = self._thread(thread_id)
         turn = as_messages(messages)
         with self._store.guard("save"):
-            self._store.append_transcript(tid, turn)
+            self._store.append_transcript(tid, self._for_transcript(turn))
             try:
                 self._backend.save(tid, turn)
             except SummarizerError as exc:
@@ -213,10 +215,22 @@ class SummaryMemory(BaseMemory):
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.save_messages, thread_id, messages)
 
+    def _for_transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        if self._policy.redact_transcript:
+            return redact_messages(messages, self._policy.redactor or default_redactor)
+        return list(messages)
+
     def _summary_failed(self, exc: SummarizerError) -> None:
         if self._policy.on_summary_error == "raise":
             raise exc
         logger.warning("summary fold deferred (turn stored, retried on the next save): %s", exc)
+
+    def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
+        """Every fold of the thread, oldest first: version, trigger, what was folded and
+        kept, summary tokens, summarizer, prompt version, duration, error."""
+        tid = check_thread_id(thread_id)
+        with self._store.guard("summary_history"):
+            return self._store.fold_records(tid)
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
@@ -237,7 +251,7 @@ class SummaryMemory(BaseMemory):
         """Write a thread's transcript (idempotent by message id), then its summary and window."""
         tid = check_thread_id(record.thread_id)
         with self._store.guard("restore"):
-            self._store.append_transcript(tid, record.transcript)
+            self._store.append_transcript(tid, self._for_transcript(record.transcript))
             self._backend.restore(tid, record.summary, record.window, record.folds)
 
     def reopen(self) -> SummaryMemory:

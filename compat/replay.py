@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters import MemoryPolicy, compare_views
-from adapters.summarizer import CachingSummarizer, DeterministicSummarizer, Summarizer
+from adapters.summarizer import CachingSummarizer, ExtractiveSummarizer, Summarizer
 from compat.conversations import Turn, iter_turns, read_messages
 from compat.memory import SummaryMemory
 
@@ -65,7 +65,7 @@ def replay(
 ) -> ReplayReport:
     """Save every turn on every backend; compare the views after each save."""
     policy = policy or DEFAULT_REPLAY_POLICY
-    inner = summarizer or DeterministicSummarizer()
+    inner = summarizer or ExtractiveSummarizer()
     shared = CachingSummarizer(inner) if share_summaries else None
     memories = {
         name: SummaryMemory(backend=name, policy=policy, store="memory",

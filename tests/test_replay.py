@@ -97,7 +97,7 @@ def test_cli_exits_one_on_divergence(monkeypatch: pytest.MonkeyPatch,
         def summarize(self, summary: str, messages: list) -> str:
             return f"summary #{next(counter)}"
 
-    monkeypatch.setattr("compat.replay.DeterministicSummarizer", Drifting)
+    monkeypatch.setattr("compat.replay.ExtractiveSummarizer", Drifting)
     code = cli.main(["replay", "--quiet", "--no-share", "--max-tokens", "100",
                      str(CONVERSATIONS / "lance_49ers.jsonl")])
     out = capsys.readouterr().out

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -52,6 +53,15 @@ class Store(ABC):
     def iter_thread_ids(self) -> Iterator[str]:
         """Threads with a transcript, streamed (SQL stores page through them)."""
         return iter(self.thread_ids())
+
+    # -- fold records ------------------------------------------------------------------
+    @abstractmethod
+    def append_fold(self, record: dict[str, Any]) -> None:
+        """Persist one fold record (see ``adapters.folds.FoldRecord``)."""
+
+    @abstractmethod
+    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's fold records, oldest first."""
 
     # -- classic backend -------------------------------------------------------------
     @abstractmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -29,6 +30,7 @@ class MemoryStore(Store):
         self._histories: dict[str, InMemoryChatMessageHistory] = {}
         self._records: dict[str, ClassicRecord] = {}
         self._saver = InMemorySaver()
+        self._folds: dict[str, list[dict[str, Any]]] = {}
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self._guard:
@@ -51,6 +53,14 @@ class MemoryStore(Store):
     def thread_ids(self) -> list[str]:
         with self._guard:
             return list(self._transcripts)
+
+    def append_fold(self, record: dict[str, Any]) -> None:
+        with self._guard:
+            self._folds.setdefault(record["thread_id"], []).append(dict(record))
+
+    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
+        with self._guard:
+            return [dict(r) for r in self._folds.get(thread_id, [])]
 
     def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
         with self._guard:

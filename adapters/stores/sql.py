@@ -54,6 +54,13 @@ window_table = Table(  # same columns as SQLChatMessageHistory's model
     Column("message", Text),
     Index("ix_memshift_window_session", "session_id", "id"),
 )
+folds_table = Table(
+    "memshift_folds", metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),
+    Column("record", Text, nullable=False),
+    Index("ix_memshift_folds_thread", "thread_id", "id"),
+)
 classic_table = Table(
     "memshift_classic", metadata,
     Column("thread_id", Text, primary_key=True),
@@ -157,6 +164,19 @@ class SqlStore(Store):
             if len(page) < batch:
                 return
             last = page[-1]
+
+    # -- fold records ----------------------------------------------------------------------
+    def append_fold(self, record: dict[str, Any]) -> None:
+        with self.guard("fold record"), self.engine.begin() as conn:
+            conn.execute(folds_table.insert(), {"thread_id": record["thread_id"],
+                                                "record": json.dumps(record, ensure_ascii=False)})
+
+    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
+        with self.guard("read fold records"), self.engine.connect() as conn:
+            rows = conn.execute(select(folds_table.c.record)
+                                .where(folds_table.c.thread_id == thread_id)
+                                .order_by(folds_table.c.id)).scalars()
+            return [json.loads(r) for r in rows]
 
     # -- classic -------------------------------------------------------------------------
     def classic_history(self, thread_id: str) -> BaseChatMessageHistory:

@@ -1,0 +1,154 @@
+"""The offline summarizer: extractive, deterministic, English and Chinese.
+
+It keeps sentences that carry names, numbers, decisions, corrections, todos, risks and
+preferences, drops greetings and repetition, applies corrections (the later statement
+wins: ``not X`` / ``不是X`` removes what said X) and final decisions (they replace the
+options), and removes finished todos. Output is the structured rendering, so the same
+summarizer serves ``summary_format="text"`` and ``"structured"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+from adapters.structured import FIELDS, Item, StructuredSummary, parse_rendered, render
+from adapters.tokens import message_text
+
+__all__ = ["ExtractiveSummarizer"]
+
+_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_GREETING = re.compile(
+    r"^(hi|hello|hey|thanks|thank you|ok|okay|sure|great|got it|you're welcome|"
+    r"你好|您好|谢谢|好的|嗯|收到|不客气)[\s!,.！，。~]*$", re.I)
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("final", re.compile(r"final decision|we decided|we've decided|decided to|we'll go with|"
+                         r"we will go with|let's go with|最终决定|最终选择|决定用|决定采用|就用|定了", re.I)),
+    ("option", re.compile(r"\boption [a-z0-9]\b|\boptions?\b|alternatively|\beither\b|could use|"
+                          r"方案|备选|可选|要么", re.I)),
+    ("done", re.compile(r"^done\b|\bis (now )?(done|written|finished|complete)|\bfinished\b|"
+                        r"\bcompleted\b|已完成|完成了|搞定|已经写好|写好了", re.I)),
+    ("todo", re.compile(r"\btodo\b|to-do|need to|next step|remember to|action item|"
+                        r"待办|下一步|需要|记得|要做", re.I)),
+    ("risk", re.compile(r"\brisk|concern|danger|might break|careful|warning|"
+                        r"风险|注意|担心|隐患", re.I)),
+    ("preference", re.compile(r"i prefer|i'd prefer|i like|please always|from now on|by default|"
+                              r"偏好|喜欢|以后回答|默认|请总是|请一直", re.I)),
+]
+_NEGATION = re.compile(
+    r"(?:,|，)?\s*(?:\bnot\b|\binstead of\b|rather than|不是|而不是|并非)\s*"
+    r"([A-Za-z][\w.+#-]*(?:\s\d[\w.]*)?|[\u4e00-\u9fffA-Za-z0-9.+#-]{1,12})", re.I)
+_CORRECTION = re.compile(r"actually|correction|i was wrong|my mistake|更正|其实|纠正|搞错|说错", re.I)
+_FACTY = re.compile(r"\d|FACT-|my name|\bi am\b|\bi'm\b|\bwe use|\bour\b|\buses?\b|\bworks? (at|on|as)\b|"
+                    r"我叫|我是|我们用|我们的|用的是|是", re.I)
+_CHITCHAT = re.compile(r"^(hi|hello|hey|thanks|thank you|nice to meet|glad|great|sure|happy to|"
+                       r"good (morning|evening)|你好|您好|谢谢|很高兴|好的|没问题)\b", re.I)
+_LEADING = re.compile(r"^(actually|correction|also|so|and|but|well|ok|okay|got it|noted)[,:：，\s]+|"
+                      r"^(更正一下|更正|其实|纠正一下)[,:：，\s]*", re.I)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SPLIT.split(text) if s and s.strip()]
+
+
+def _tokens(text: str) -> set[str]:
+    words = {w for w in re.findall(r"[a-z0-9][a-z0-9.+#-]{2,}", text.lower())}
+    cjk = "".join(_CJK.findall(text))
+    return words | {cjk[i:i + 2] for i in range(len(cjk) - 1)}
+
+
+def _named(sentence: str) -> bool:
+    """A capitalised word past the first: a name, product or place."""
+    return any(w[:1].isupper() for w in sentence.split()[1:])
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+class ExtractiveSummarizer:
+    """Deterministic extractive summaries; bounded by ``max_chars`` (oldest facts go first)."""
+
+    def __init__(self, max_chars: int = 2400) -> None:
+        self.max_chars = max_chars
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        doc = parse_rendered(summary)
+        for message in messages:
+            for sentence in _sentences(message_text(message)):
+                self._apply(doc, sentence)
+        return self._bound(doc) or "(nothing to keep)"
+
+    # -- rules -------------------------------------------------------------------------
+    def _apply(self, doc: StructuredSummary, sentence: str) -> None:
+        if len(sentence) < 2 or _GREETING.match(sentence):
+            return
+        if _CHITCHAT.match(sentence) and len(sentence.split()) <= 6 and not re.search(r"\d", sentence):
+            return
+        negated = [m.group(1).strip(".,;:!?。，") for m in _NEGATION.finditer(sentence)]
+        if negated and (_CORRECTION.search(sentence) or "instead of" in sentence.lower()
+                        or "而不是" in sentence or "不是" in sentence):
+            self._forget(doc, negated)
+            sentence = _NEGATION.sub("", sentence).strip(" ,，。.")
+            sentence = _LEADING.sub("", sentence).strip()
+            if sentence:
+                self._add(doc, "facts", sentence)
+            return
+        kind = next((name for name, rule in _RULES if rule.search(sentence)), None)
+        if kind == "final":
+            doc.decisions = [d for d in doc.decisions if d.key != "option"]
+            self._add(doc, "decisions", sentence)
+        elif kind == "option":
+            self._add(doc, "decisions", sentence, key="option")
+        elif kind == "done":
+            self._finish(doc, sentence)
+        elif kind == "todo":
+            self._add(doc, "todos", sentence)
+        elif kind == "risk":
+            self._add(doc, "risks", sentence)
+        elif kind == "preference":
+            self._add(doc, "preferences", sentence)
+        elif _FACTY.search(sentence) or _named(sentence):
+            self._add(doc, "facts", sentence)
+
+    @staticmethod
+    def _add(doc: StructuredSummary, field: str, sentence: str, key: str = "") -> None:
+        items = getattr(doc, field)
+        if any(_norm(i.value) == _norm(sentence) for name in FIELDS for i in getattr(doc, name)):
+            return  # repetition
+        items.append(Item(key=key, value=sentence))
+
+    @staticmethod
+    def _forget(doc: StructuredSummary, terms: list[str]) -> None:
+        lowered = [t.lower() for t in terms if t.strip()]
+        for name in FIELDS:
+            kept = [i for i in getattr(doc, name)
+                    if not any(t in i.value.lower() for t in lowered)]
+            setattr(doc, name, kept)
+
+    @staticmethod
+    def _finish(doc: StructuredSummary, sentence: str) -> None:
+        words = _tokens(sentence)
+        best, score = None, 1
+        for item in doc.todos:
+            overlap = len(words & _tokens(item.value))
+            if overlap > score:
+                best, score = item, overlap
+        if best is not None:
+            doc.todos = [t for t in doc.todos if t is not best]
+
+    def _bound(self, doc: StructuredSummary) -> str:
+        text = render(doc)
+        while len(text) > self.max_chars:
+            for name in ("facts", "risks", "decisions", "preferences", "todos"):
+                if getattr(doc, name):
+                    getattr(doc, name).pop(0)
+                    break
+            else:
+                break
+            text = render(doc)
+        return text

@@ -1,0 +1,50 @@
+"""Fold records: what every fold did, persisted with the store, logged without text."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = ["FoldRecord", "comparable"]
+
+logger = logging.getLogger("memshift.folds")
+
+
+@dataclass(frozen=True)
+class FoldRecord:
+    thread_id: str
+    version: int  # the summary version this fold produced (or tried to)
+    trigger: str  # e.g. "tokens=431>400", "messages=7>6", "resummarize"
+    messages_before: int
+    messages_kept: int
+    folded: int
+    folded_first_id: str | None
+    folded_last_id: str | None
+    summary_tokens: int
+    summarizer: str
+    prompt_version: str
+    duration_ms: float
+    error: str | None = None
+    backend: str = ""
+    at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def log(self) -> None:
+        """INFO carries numbers only: never message or summary text."""
+        if self.error:
+            logger.warning("fold failed thread=%r version=%d trigger=%s folded=%d error=%s",
+                           self.thread_id, self.version, self.trigger, self.folded,
+                           self.error.split(":")[0])
+        else:
+            logger.info("fold thread=%r version=%d trigger=%s folded=%d kept=%d summary_tokens=%d "
+                        "duration_ms=%.1f", self.thread_id, self.version, self.trigger, self.folded,
+                        self.messages_kept, self.summary_tokens, self.duration_ms)
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without the fields that differ between equivalent backends."""
+    return {k: v for k, v in record.items() if k not in ("at", "duration_ms", "backend")}
