@@ -47,6 +47,15 @@ _FACTY = re.compile(r"\d|FACT-|my name|\bi am\b|\bi'm\b|\bwe use|\bour\b|\buses?
                     r"我叫|我是|我们用|我们的|用的是|是", re.I)
 _CHITCHAT = re.compile(r"^(hi|hello|hey|thanks|thank you|nice to meet|glad|great|sure|happy to|"
                        r"good (morning|evening)|你好|您好|谢谢|很高兴|好的|没问题)\b", re.I)
+_CHITCHAT_LEAD = re.compile(r"^(hi|hello|hey|你好|您好)[\s!,.！，。~]+", re.I)
+
+
+def _short(text: str) -> bool:
+    """Too short to carry a fact: a few words, or a few CJK characters."""
+    cjk = len(_CJK.findall(text))
+    return cjk <= 8 if cjk else len(text.split()) <= 6
+
+
 _LEADING = re.compile(r"^(actually|correction|also|so|and|but|well|ok|okay|got it|noted)[,:：，\s]+|"
                       r"^(更正一下|更正|其实|纠正一下)[,:：，\s]*", re.I)
 
@@ -59,6 +68,19 @@ def _tokens(text: str) -> set[str]:
     words = {w for w in re.findall(r"[a-z0-9][a-z0-9.+#-]{2,}", text.lower())}
     cjk = "".join(_CJK.findall(text))
     return words | {cjk[i:i + 2] for i in range(len(cjk) - 1)}
+
+
+_ARTICLE = re.compile(r"^(a|an|the|our|my|your|its|their|just|only|one)\s+", re.I)
+_STOP = {"only", "just", "that", "this", "really", "sure", "yet", "now", "all", "too", "very",
+         "much", "enough", "needed", "necessary", "possible", "bad", "good", "true", "so"}
+
+
+def _term(raw: str) -> str:
+    """The thing a ``not X`` negates, or ``""`` when it is too vague to forget anything by."""
+    term = _ARTICLE.sub("", raw.strip(".,;:!?。，；：")).strip()
+    if _CJK.search(term):
+        return term if len(term) >= 2 else ""
+    return term if len(term) >= 3 and term.lower() not in _STOP else ""
 
 
 def _named(sentence: str) -> bool:
@@ -87,9 +109,12 @@ class ExtractiveSummarizer:
     def _apply(self, doc: StructuredSummary, sentence: str) -> None:
         if len(sentence) < 2 or _GREETING.match(sentence):
             return
-        if _CHITCHAT.match(sentence) and len(sentence.split()) <= 6 and not re.search(r"\d", sentence):
-            return
-        negated = [m.group(1).strip(".,;:!?。，") for m in _NEGATION.finditer(sentence)]
+        if _CHITCHAT.match(sentence):
+            rest = _CHITCHAT_LEAD.sub("", sentence)
+            if _short(rest) and not re.search(r"\d", rest):
+                return
+            sentence = rest
+        negated = [t for t in (_term(m.group(1)) for m in _NEGATION.finditer(sentence)) if t]
         if negated and (_CORRECTION.search(sentence) or "instead of" in sentence.lower()
                         or "而不是" in sentence or "不是" in sentence):
             self._forget(doc, negated)

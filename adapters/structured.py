@@ -20,6 +20,7 @@ __all__ = [
     "STRUCTURED_PROMPT",
     "Item",
     "StructuredSummary",
+    "is_rendered",
     "merge",
     "parse_delta",
     "parse_rendered",
@@ -89,6 +90,12 @@ def render(doc: StructuredSummary) -> str:
 
 
 _HEADER = re.compile(r"^(Facts|Decisions|Todos|Risks|Preferences):\s*$")
+
+
+def is_rendered(text: str) -> bool:
+    """Does the text look like :func:`render` output (starts with a section header)?"""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return bool(_HEADER.match(first))
 
 
 def parse_rendered(text: str) -> StructuredSummary:

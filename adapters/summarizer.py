@@ -22,7 +22,7 @@ from langchain_core.prompts import PromptTemplate
 
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
-from adapters.structured import merge, parse_delta, parse_rendered, render
+from adapters.structured import is_rendered, merge, parse_delta, parse_rendered, render
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 
 __all__ = [
@@ -131,12 +131,9 @@ class StructuredSummarizer:
         previous = parse_rendered(summary)
         given = previous.model_dump_json(exclude_defaults=True) if self.json_summary else summary
         reply = self.inner.summarize(given, messages)
-        if isinstance(reply, str) and not reply.lstrip().startswith(("{", "`")):
-            document = parse_rendered(reply)  # already a rendered document
-            if not any(getattr(document, f) for f in ("facts", "decisions", "todos", "risks",
-                                                       "preferences")):
-                raise ValueError("structured summarizer returned neither JSON nor a document")
-            return render(document)
+        if not self.json_summary and isinstance(reply, str) and (
+                is_rendered(reply) or not reply.lstrip().startswith(("{", "`"))):
+            return render(parse_rendered(reply))  # a summarizer that writes documents or text
         return render(merge(previous, parse_delta(reply)))
 
 

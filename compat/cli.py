@@ -14,6 +14,7 @@ from langchain_core._api import LangChainDeprecationWarning
 
 from adapters import MemoryPolicy
 from adapters.errors import MemshiftError
+from compat.cli_governance import add_governance_parsers
 from compat.cli_migrate import add_migrate_parser, cmd_migrate
 from compat.conversations import iter_turns, read_messages
 from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult, replay
@@ -152,13 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
     mp = add_migrate_parser(sub, add_policy_args)
     mp.add_argument("--quiet", action="store_true", help="no progress output")
     mp.set_defaults(func=_run_migrate)
+    add_governance_parsers(sub, add_policy_args, _default_policy)
     return parser
 
 
-def _run_migrate(args: argparse.Namespace) -> int:
+def _default_policy(args: argparse.Namespace) -> MemoryPolicy:
+    from dataclasses import replace
+
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
 
     policy = _policy(args, MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT))
+    fmt = getattr(args, "summary_format", "text")
+    return replace(policy, summary_format=fmt, summary_prompt=None) if fmt != policy.summary_format \
+        else policy
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    policy = _default_policy(args)
     return cmd_migrate(args, policy, _summarizer(args, policy),
                        lambda total, unit: Progress(total, enabled=not args.quiet, unit=unit))
 

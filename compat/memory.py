@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,9 +21,10 @@ from pydantic import ConfigDict, PrivateAttr
 
 from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
 from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
+from adapters.folds import FoldRecord
 from adapters.redaction import default_redactor, redact_messages
 from adapters.shadow import ShadowBackend
-from adapters.summarizer import CachingSummarizer, resolve_summarizer
+from adapters.summarizer import CachingSummarizer, resolve_summarizer, summarizer_name
 from compat._keys import resolve_input, resolve_output
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.history import MemshiftChatHistory
@@ -253,6 +255,34 @@ class SummaryMemory(BaseMemory):
         with self._store.guard("restore"):
             self._store.append_transcript(tid, self._for_transcript(record.transcript))
             self._backend.restore(tid, record.summary, record.window, record.folds)
+
+    def resummarize(self, thread_id: str, llm: Any = None,
+                    policy: MemoryPolicy | None = None) -> MemoryView:
+        """Rebuild the running summary from the raw transcript (after a summarizer or prompt
+        change). The transcript is not touched; the new state and a fold record are written
+        only when the whole rebuild succeeded."""
+        from compat._rebuild import rebuild_record, summarizer_for
+
+        tid = check_thread_id(thread_id)
+        policy = policy or self._policy
+        start = time.perf_counter()
+        summarizer = summarizer_for(self, policy, llm)
+        transcript = self.transcript(tid)
+        record = rebuild_record(self, tid, transcript, policy, summarizer)
+        with self._store.guard("resummarize"), self._store.lock(tid):
+            self._backend.restore(tid, record.summary, record.window, record.folds)
+            self._store.append_fold(FoldRecord(
+                thread_id=tid, version=record.folds, trigger="resummarize",
+                messages_before=len(transcript), messages_kept=len(record.window),
+                folded=len(transcript) - len(record.window),
+                folded_first_id=transcript[0].id if transcript else None,
+                folded_last_id=transcript[len(transcript) - len(record.window) - 1].id
+                if len(transcript) > len(record.window) else None,
+                summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
+                summarizer=summarizer_name(summarizer), prompt_version=policy.prompt_version,
+                duration_ms=round((time.perf_counter() - start) * 1000, 3),
+                backend=self.backend_name).as_dict())
+        return self.load(tid)
 
     def reopen(self) -> SummaryMemory:
         """A new memory with this configuration and its own connection to the same store."""

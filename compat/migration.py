@@ -13,7 +13,7 @@ from typing import Any
 
 from adapters import ThreadRecord, compare_views
 from adapters.view import MemoryView, message_signature
-from compat._turns import split_turns
+from compat._rebuild import rebuild_record
 from compat.memory import SummaryMemory
 from compat.sources import SourceThread, as_source
 
@@ -57,19 +57,6 @@ def _differences(target: SummaryMemory, record: ThreadRecord) -> list[str]:
     return diffs
 
 
-def _rebuild(target: SummaryMemory, record: ThreadRecord) -> ThreadRecord:
-    """Replay a summary-less history through the target's policy and summarizer."""
-    scratch = SummaryMemory(backend=target.backend_name if target.backend_name != "shadow"
-                            else "classic", policy=target.active_policy, store="memory",
-                            summarizer=target.backend_impl.summarizer,
-                            human_prefix=target.human_prefix, ai_prefix=target.ai_prefix)
-    for turn in split_turns(record.transcript):
-        scratch.save_messages(record.thread_id, turn)
-    view = scratch.load(record.thread_id)
-    return ThreadRecord(record.thread_id, view.summary, view.messages, view.folds,
-                        list(record.transcript))
-
-
 def migrate(
     source: Any,
     target: SummaryMemory,
@@ -106,7 +93,7 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
         if found.note:
             report.notes[thread_id] = found.note
         if found.rebuild:
-            record = _rebuild(target, record)
+            record = rebuild_record(target, record.thread_id, record.transcript)
             report.rebuilt.append(thread_id)
         if not _differences(target, record):
             report.skipped.append((thread_id, "already migrated (identical)"))

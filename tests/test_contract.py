@@ -68,3 +68,20 @@ class TestEquivalencePersistentStores(BackendEquivalenceContract):
         yield make
         for memory in opened:
             memory.close()
+
+
+class TestEquivalenceStructuredRedacted(BackendEquivalenceContract):
+    """Structured summaries and redaction on: the backends still agree, records included."""
+
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=200, keep_tokens=100, summary_format="structured", redact=True)
+
+
+class TestContractStructured(SummaryMemoryContract):
+    @pytest.fixture(params=BACKENDS)
+    def memory(self, request: pytest.FixtureRequest) -> Iterator[SummaryMemory]:
+        policy = MemoryPolicy(max_tokens=120, keep_tokens=60, summary_format="structured",
+                              redact=True)
+        with SummaryMemory(backend=request.param, policy=policy) as memory:
+            yield memory

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import MemoryPolicy, compare_views
+from adapters.folds import comparable
 from compat.memory import SummaryMemory
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
 
@@ -61,6 +62,8 @@ class BackendEquivalenceContract:
         for thread in counters:
             assert left.transcript(thread) and [m.content for m in left.transcript(thread)] == [
                 m.content for m in right.transcript(thread)]
+            records = [[comparable(r) for r in m.summary_history(thread)] for m in (left, right)]
+            assert records[0] == records[1], f"{thread}: fold records differ"
 
     def test_random_conversations_stay_equivalent(self, make_memory: MemoryFactory) -> None:
         """Hypothesis-generated multi-thread conversations (``hypothesis_examples`` of them)."""

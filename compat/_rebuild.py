@@ -1,0 +1,49 @@
+"""Rebuilding a thread's memory from its raw transcript (migration of legacy stores,
+``resummarize`` after a summarizer or prompt change)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from adapters import MemoryPolicy, ThreadRecord
+from adapters.summarizer import resolve_summarizer
+from compat._turns import split_turns
+
+if TYPE_CHECKING:
+    from compat.memory import SummaryMemory
+
+__all__ = ["rebuild_record", "summarizer_for"]
+
+
+def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None) -> Any:
+    """The summarizer a rebuild uses: ``llm`` (or the memory's own model) with the policy's
+    prompt and format, else the memory's summarizer as it is."""
+    current = memory.backend_impl.summarizer
+    llm = llm or getattr(getattr(current, "inner", current), "llm", None)
+    if llm is None:
+        return current
+    return resolve_summarizer(llm, None, prompt=policy.prompt, human_prefix=memory.human_prefix,
+                              ai_prefix=memory.ai_prefix,
+                              structured=policy.summary_format == "structured")
+
+
+def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
+                   policy: MemoryPolicy | None = None, summarizer: Any = None) -> ThreadRecord:
+    """Replay the transcript turn by turn through a scratch memory with ``policy``.
+    A summarizer failure raises ``SummarizerError`` (nothing is half-rebuilt)."""
+    from compat.memory import SummaryMemory
+
+    policy = replace(policy or memory.active_policy, on_summary_error="raise",
+                     preferences_store=None)
+    backend = memory.backend_name if memory.backend_name != "shadow" else memory.primary
+    scratch = SummaryMemory(backend=backend, policy=policy, store="memory",
+                            summarizer=summarizer or memory.backend_impl.summarizer,
+                            human_prefix=memory.human_prefix, ai_prefix=memory.ai_prefix)
+    try:
+        for turn in split_turns(list(transcript)):
+            scratch.save_messages(thread_id, turn)
+        view = scratch.load(thread_id)
+    finally:
+        scratch.close()
+    return ThreadRecord(thread_id, view.summary, view.messages, view.folds, list(transcript))
