@@ -167,13 +167,19 @@ class ExtractiveSummarizer:
             doc.todos = [t for t in doc.todos if t is not best]
 
     def _bound(self, doc: StructuredSummary) -> str:
+        """Over ``max_chars``: drop the oldest fact without a number or name first, then the
+        oldest item of the least valuable section."""
         text = render(doc)
         while len(text) > self.max_chars:
-            for name in ("facts", "risks", "decisions", "preferences", "todos"):
-                if getattr(doc, name):
-                    getattr(doc, name).pop(0)
-                    break
+            weak = next((i for i in doc.facts if not re.search(r"\d", i.value)
+                         and not _named(i.value)), None)
+            if weak is not None:
+                doc.facts.remove(weak)
             else:
-                break
+                name = next((n for n in ("facts", "risks", "decisions", "preferences", "todos")
+                             if getattr(doc, n)), None)
+                if name is None:
+                    break
+                getattr(doc, name).pop(0)
             text = render(doc)
         return text

@@ -82,6 +82,7 @@ class MemoryPolicy:
     _counter: TokenCounter = field(init=False, repr=False, compare=False)
     _prompt: PromptTemplate = field(init=False, repr=False, compare=False)
     _redactor: Any = field(init=False, repr=False, compare=False)
+    _budget: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages"):
@@ -116,6 +117,77 @@ class MemoryPolicy:
         default = STRUCTURED_PROMPT if self.summary_format == "structured" else DEFAULT_SUMMARY_PROMPT
         object.__setattr__(self, "_prompt", _as_prompt(self.summary_prompt or default))
         object.__setattr__(self, "_redactor", resolve_redactor(self.redact))
+
+    # -- presets -------------------------------------------------------------------
+    @classmethod
+    def from_budget(
+        cls,
+        context_window: int | Any,
+        *,
+        system: int = 0,
+        tools: int = 0,
+        rag: int = 0,
+        output: int = 0,
+        margin: int = 0,
+        keep_ratio: float = 0.5,
+        **kwargs: Any,
+    ) -> MemoryPolicy:
+        """Derive the history budget from the whole context window instead of guessing:
+        ``max_tokens = window - (system + tools + rag + output + margin)``,
+        ``keep_tokens = max_tokens * keep_ratio``. ``context_window`` may be a chat model
+        whose ``profile["max_input_tokens"]`` supplies the window. See :meth:`explain`."""
+        window = context_window
+        if not isinstance(window, int) or isinstance(window, bool):
+            profile = getattr(context_window, "profile", None) or {}
+            window = profile.get("max_input_tokens") if hasattr(profile, "get") else None
+            if not isinstance(window, int):
+                raise ConfigError("context_window must be an int or a chat model whose "
+                                  "profile has max_input_tokens")
+        parts = {"system": system, "tools": tools, "rag": rag, "output": output, "margin": margin}
+        for name, value in parts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} reservation must be an integer >= 0, got {value!r}")
+        if not 0 < keep_ratio <= 1:
+            raise ConfigError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
+        reserved = sum(parts.values())
+        history = window - reserved
+        if history <= 0:
+            detail = " + ".join(f"{k} {v:,}" for k, v in parts.items() if v)
+            raise ConfigError(f"impossible budget: reservations {detail} = {reserved:,} leave "
+                              f"{history:,} of the {window:,}-token context window for history")
+        keep = max(1, int(history * keep_ratio))
+        policy = cls(max_tokens=history, keep_tokens=keep, **kwargs)
+        object.__setattr__(policy, "_budget", {"window": window, **parts, "reserved": reserved,
+                                               "keep_ratio": keep_ratio})
+        return policy
+
+    @classmethod
+    def summary_only(cls, **kwargs: Any) -> MemoryPolicy:
+        """``ConversationSummaryMemory`` on either backend: everything older than the newest
+        turn is folded into the summary after every turn (the newest turn stays verbatim)."""
+        return cls(max_messages=2, keep_messages=2, **kwargs)
+
+    def explain(self) -> str:
+        """The arithmetic behind the limits, one line each."""
+        lines = []
+        if self._budget:
+            b = self._budget
+            lines.append(f"context window            {b['window']:>12,}")
+            for name in ("system", "tools", "rag", "output", "margin"):
+                lines.append(f"- {name:<24}{b[name]:>12,}")
+            lines.append(f"= history budget (max_tokens){self.max_tokens:>9,}"
+                         f"   ({b['window']:,} - {b['reserved']:,})")
+            lines.append(f"keep_tokens = {self.max_tokens:,} x {b['keep_ratio']} = {self.keep_tokens:,}")
+        else:
+            if self.max_tokens is not None:
+                lines.append(f"fold when the window exceeds {self.max_tokens:,} tokens; "
+                             f"keep {self.keep_tokens:,}")
+            if self.max_messages is not None:
+                lines.append(f"fold when the window exceeds {self.max_messages} messages; "
+                             f"keep {self.keep_messages}")
+        lines.append(f"cut at {'turn boundaries' if self.cut == 'turn' else 'any message'}; "
+                     "the summary message never counts; the newest turn always stays")
+        return "\n".join(lines)
 
     # -- derived ------------------------------------------------------------------
     @property

@@ -101,10 +101,15 @@ def print_report(report: ReplayReport, out: TextIO) -> None:
               f"divergent turns: {len(report.divergences)}\n")
     out.write(f"summarizer calls: {report.summarizer_calls}  folds shared between backends: "
               f"{report.shared_folds}\n")
-    for name in b:
+    for name in (*b, *report.baselines):
         out.write(f"prompt tokens ({name}): {report.total_prompt_tokens(name)}\n")
     ratio = f"{mem / full:.2f}" if full else "n/a"
     out.write(f"prompt tokens (full history): {full}  (memory/full = {ratio})\n")
+    if report.facts:
+        out.write("facts from the conversation still visible to the model after the last turn:\n")
+        for name in report.strategies:
+            seen, stated = report.facts[name]
+            out.write(f"  {name:<12}{seen:>5} / {stated}\n")
     out.write("RESULT: " + ("EQUIVALENT" if not report.divergences else "DIVERGED") + "\n")
 
 
@@ -129,7 +134,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         progress.update(done)
 
     report = replay(turns, policy=_policy(args), summarizer=summarizer,
-                    share_summaries=not args.no_share, on_turn=tick)
+                    share_summaries=not args.no_share, baselines=tuple(args.baseline or ()),
+                    on_turn=tick)
     print_report(report, sys.stdout)
     if args.report:
         from compat.report import write_html
@@ -145,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="replay a JSONL conversation through both backends")
     rp.add_argument("file")
     rp.add_argument("--report", help="write a self-contained HTML report here")
+    rp.add_argument("--baseline", action="append", choices=["trim", "filter"],
+                    help="also show a discard strategy (repeatable): trim_messages / filter_messages")
     add_policy_args(rp)
     rp.add_argument("--no-share", action="store_true",
                     help="call the summarizer separately per backend (shows model nondeterminism)")

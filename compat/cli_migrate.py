@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from adapters import MemoryPolicy, redact_url
 from adapters.errors import ConfigError
 from compat.memory import SummaryMemory
 from compat.migration import MigrationReport, migrate
-from compat.sources import ClassicHistorySource, GraphSource
+from compat.sources import ClassicHistorySource, GraphSource, SummaryMemorySource
 
 __all__ = ["add_migrate_parser", "cmd_migrate"]
 
@@ -54,11 +55,19 @@ def open_checkpointer(url: str) -> Any:
 def build_source(args: argparse.Namespace, policy: MemoryPolicy, summarizer: Any) -> Any:
     url, kind = args.from_store, args.source
     if kind == "graph":
-        return GraphSource(open_checkpointer(url), summary_key=args.summary_key)
+        prefixes = tuple(args.summary_prefix) if args.summary_prefix else None
+        return GraphSource(open_checkpointer(url), summary_key=args.summary_key,
+                           summary_in=args.summary_in,
+                           **({"summary_prefixes": prefixes} if prefixes else {}))
     tables = _tables(url) if url != "memory" else set()
     if "memshift_transcript" in tables or url == "memory":
         return SummaryMemory(backend=kind, store=url, policy=policy, summarizer=summarizer)
     if kind == "classic" and args.table in tables:
+        if args.summaries:
+            summaries = json.loads(Path(args.summaries).read_text(encoding="utf-8"))
+            if not isinstance(summaries, dict):
+                raise ConfigError("--summaries must be a JSON object {thread_id: summary}")
+            return SummaryMemorySource(url, table=args.table, summaries=summaries)
         return ClassicHistorySource(url, table=args.table)
     if kind == "middleware" and "checkpoints" in tables:
         return GraphSource(open_checkpointer(url))
@@ -120,6 +129,13 @@ def add_migrate_parser(sub: Any, add_policy_args: Any) -> argparse.ArgumentParse
                     help="re-read every migrated thread and compare (default: on)")
     mp.add_argument("--table", default="message_store",
                     help="stock SQLChatMessageHistory table for --from classic")
+    mp.add_argument("--summaries", help="--from classic: JSON {thread_id: summary} saved from "
+                                        "stock ConversationSummaryMemory objects")
     mp.add_argument("--summary-key", default="summary", help="state key of the summary for --from graph")
+    mp.add_argument("--summary-in", choices=["auto", "state", "messages"], default="auto",
+                    help="--from graph: where the summary lives (auto-detected by default)")
+    mp.add_argument("--summary-prefix", action="append",
+                    help="--from graph: prefix of a summary message (default: 【对话摘要】 and "
+                         "English variants; repeatable)")
     add_policy_args(mp)
     return mp

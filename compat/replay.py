@@ -8,6 +8,7 @@ from pathlib import Path
 
 from adapters import MemoryPolicy, compare_views
 from adapters.summarizer import CachingSummarizer, ExtractiveSummarizer, Summarizer
+from compat.baselines import baseline_history, facts_in
 from compat.conversations import Turn, iter_turns, read_messages
 from compat.memory import SummaryMemory
 
@@ -41,6 +42,14 @@ class ReplayReport:
     turns: list[TurnResult] = field(default_factory=list)
     summarizer_calls: int = 0
     shared_folds: int = 0
+    baselines: tuple[str, ...] = ()
+    # strategy -> (facts still visible at the end, facts stated), over all threads
+    facts: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def strategies(self) -> list[str]:
+        """Every prompt-token series: full history, the backends, the baselines."""
+        return ["full", *self.backends, *self.baselines]
 
     @property
     def divergences(self) -> list[TurnResult]:
@@ -61,6 +70,7 @@ def replay(
     summarizer: Summarizer | None = None,
     backends: tuple[str, ...] = ("classic", "middleware"),
     share_summaries: bool = True,
+    baselines: tuple[str, ...] = (),
     on_turn: Callable[[TurnResult], None] | None = None,
 ) -> ReplayReport:
     """Save every turn on every backend; compare the views after each save."""
@@ -72,13 +82,16 @@ def replay(
                             summarizer=shared or inner)
         for name in backends
     }
-    report = ReplayReport(backends=backends, policy=policy)
+    report = ReplayReport(backends=backends, policy=policy, baselines=tuple(baselines))
     per_thread: dict[str, int] = {}
     first = memories[backends[0]]
     for index, turn in enumerate(turns):
         number = per_thread[turn.thread_id] = per_thread.get(turn.thread_id, 0) + 1
         question = [m for m in turn.messages[:1]]
-        prompt = {"full": policy.count(first.transcript(turn.thread_id) + question)}
+        history = first.transcript(turn.thread_id)
+        prompt = {"full": policy.count(history + question)}
+        for name in baselines:
+            prompt[name] = policy.count(baseline_history(name, history, policy) + question)
         for name, memory in memories.items():
             prompt[name] = policy.count(memory.load(turn.thread_id).as_messages() + question)
             memory.save_messages(turn.thread_id, turn.messages)
@@ -99,7 +112,26 @@ def replay(
             on_turn(result)
     if shared is not None:
         report.summarizer_calls, report.shared_folds = shared.calls, shared.hits
+    report.facts = _facts_at_end(report, memories, first, policy)
     return report
+
+
+def _facts_at_end(report: ReplayReport, memories: dict[str, SummaryMemory],
+                  first: SummaryMemory, policy: MemoryPolicy) -> dict[str, tuple[int, int]]:
+    """Per strategy: marked facts still visible to the model after the last turn."""
+    seen = {k: 0 for k in report.strategies}
+    stated = 0
+    for thread in report.threads:
+        history = first.transcript(thread)
+        facts = facts_in(history)
+        stated += len(facts)
+        seen["full"] += len(facts)
+        for name, memory in memories.items():
+            view = memory.load(thread)
+            seen[name] += len(facts & facts_in(view.messages, view.summary))
+        for name in report.baselines:
+            seen[name] += len(facts & facts_in(baseline_history(name, history, policy)))
+    return {k: (v, stated) for k, v in seen.items()}
 
 
 def replay_file(path: str | Path, **kwargs: object) -> ReplayReport:

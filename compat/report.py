@@ -9,7 +9,8 @@ from compat.replay import ReplayReport, TurnResult
 
 __all__ = ["render_html", "write_html"]
 
-_COLORS = {"full": "#c0392b", "classic": "#2471a3", "middleware": "#27ae60", "shadow": "#8e44ad"}
+_COLORS = {"full": "#c0392b", "classic": "#2471a3", "middleware": "#27ae60", "shadow": "#8e44ad",
+           "trim": "#d68910", "filter": "#7f8c8d"}
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px} h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
@@ -46,7 +47,7 @@ def _chart(turns: list[TurnResult], keys: list[str], width: int = 720, height: i
 
 
 def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
-    keys = ["full", *report.backends]
+    keys = report.strategies
     legend = "".join(f'<span style="color:{_COLORS.get(k, "#555")}">&#9632; {escape(k)}</span>'
                      for k in keys)
     verdict = ("<span class='ok'>EQUIVALENT</span>" if not report.divergences
@@ -58,6 +59,12 @@ def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
              f"<style>{_CSS}</style></head><body><h1>{escape(title)}: {verdict}</h1>",
              "".join(f"<div class='stat'><b>{escape(str(v))}</b> {escape(k)}</div>" for k, v in stats),
              f"<p>policy: <code>{escape(repr(report.policy))}</code></p>"]
+    if report.facts:
+        rows = "".join(f"<tr><td>{escape(k)}</td><td>{report.facts[k][0]} / {report.facts[k][1]}</td>"
+                       f"<td>{report.total_prompt_tokens(k)}</td></tr>" for k in keys)
+        parts.append("<h2>What each strategy still shows the model at the end</h2>"
+                     "<table class='facts'><tr><th>strategy</th><th>early facts visible</th>"
+                     f"<th>prompt tokens (all turns)</th></tr>{rows}</table>")
     for thread in report.threads:
         turns = [t for t in report.turns if t.thread_id == thread]
         parts.append(f"<h2 id='{escape(thread)}'>thread {escape(thread)}</h2>"

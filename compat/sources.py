@@ -26,6 +26,7 @@ __all__ = [
     "GraphSource",
     "MemorySource",
     "SourceThread",
+    "SummaryMemorySource",
     "ThreadSource",
     "as_source",
     "stable_ids",
@@ -124,17 +125,69 @@ class ClassicHistorySource:
         self.engine.dispose()
 
 
+DEFAULT_SUMMARY_PREFIXES = ("【对话摘要】", "Conversation summary:", "Summary of the conversation:")
+
+
+class SummaryMemorySource(ClassicHistorySource):
+    """Threads kept by stock ``ConversationSummaryMemory``: its chat-history table, plus the
+    running summaries if the app saved them (stock keeps ``buffer`` on the object only).
+    With a summary: it is taken as is and the window is empty, as the stock memory shows it.
+    Without: the summary is rebuilt from the history with the target's policy (use
+    ``MemoryPolicy.summary_only()`` to keep the stock shape)."""
+
+    def __init__(self, url: str, table: str = "message_store",
+                 summaries: dict[str, str] | None = None) -> None:
+        super().__init__(url, table)
+        self.summaries = dict(summaries or {})
+        self.name = f"stock ConversationSummaryMemory history ({table})"
+
+    def read(self, thread_id: str) -> SourceThread | None:
+        found = super().read(thread_id)
+        summary = self.summaries.get(thread_id)
+        if found is None or summary is None:
+            return found
+        record = found.record
+        return SourceThread(ThreadRecord(thread_id, summary, [], 1 if summary else 0,
+                                         record.transcript),
+                            note="summary taken as stored; ConversationSummaryMemory keeps no "
+                                 "verbatim window")
+
+
 class GraphSource:
     """Threads on a LangGraph checkpointer, read without their graph.
 
-    Recognises the rolling-summary graph (``state[summary_key]`` + ``messages``) and stock
-    ``SummarizationMiddleware`` threads (leading tagged summary HumanMessage).
+    ``summary_in="auto"`` recognises, in order: stock ``SummarizationMiddleware`` threads
+    (leading tagged summary HumanMessage); a summary kept in the messages themselves, as the
+    LangGraph.js summary node of the seed tutorial writes it (an ``AIMessage`` starting
+    with ``【对话摘要】`` or another of ``summary_prefixes``); the rolling-summary graph
+    (``state[summary_key]`` + ``messages``). ``"state"`` / ``"messages"`` force one shape.
     """
 
-    def __init__(self, checkpointer: Any, summary_key: str = "summary") -> None:
+    def __init__(self, checkpointer: Any, summary_key: str = "summary",
+                 summary_in: str = "auto",
+                 summary_prefixes: tuple[str, ...] = DEFAULT_SUMMARY_PREFIXES) -> None:
+        if summary_in not in ("auto", "state", "messages"):
+            raise ValueError(f"summary_in must be auto, state or messages, got {summary_in!r}")
         self.checkpointer = checkpointer
         self.summary_key = summary_key
+        self.summary_in = summary_in
+        self.summary_prefixes = tuple(summary_prefixes)
         self.name = f"LangGraph checkpointer ({type(checkpointer).__name__})"
+
+    def _summary_in_messages(self, messages: list[BaseMessage]) -> tuple[str, list[BaseMessage]] | None:
+        """The newest prefixed summary message and every other message, or ``None``."""
+        found = None
+        for index, message in enumerate(messages):
+            text = message.content if isinstance(message.content, str) else ""
+            prefix = next((p for p in self.summary_prefixes if text.lstrip().startswith(p)), None)
+            if prefix is not None and message.type in ("ai", "system", "human"):
+                found = (index, text.lstrip()[len(prefix):].strip())
+        if found is None:
+            return None
+        index, summary = found
+        rest = [m for i, m in enumerate(messages) if i != index and not (
+            isinstance(m.content, str) and m.content.lstrip().startswith(self.summary_prefixes))]
+        return summary, rest
 
     def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:
         """SQL savers are paged by thread id; others are listed once (a saver's ``list``
@@ -166,8 +219,13 @@ class GraphSource:
         if tup is None:
             return None
         values = tup.checkpoint.get("channel_values", {})
-        head, summary, window = split_summary(list(values.get("messages", [])))
-        if head is None:
+        messages = list(values.get("messages", []))
+        head, summary, window = split_summary(messages)
+        in_messages = None if head is not None or self.summary_in == "state" else \
+            self._summary_in_messages(messages)
+        if in_messages is not None:
+            summary, window = in_messages
+        elif head is None:
             summary = str(values.get(self.summary_key) or "")
         window = stable_ids(thread_id, window)
         folds = int(values.get("memshift_folds") or (1 if summary else 0))
