@@ -83,7 +83,9 @@ class MemoryBackend(ABC):
         result = ""
         try:
             result = run_summarizer(self.summarizer, summary, sent,
-                                    retries=self.policy.summary_retries, thread_id=thread_id)
+                                    retries=self.policy.summary_retries, thread_id=thread_id,
+                                    max_tokens=self.policy.max_summary_tokens,
+                                    counter=self.policy.counter)
             return result
         except SummarizerError as exc:
             error = str(exc)

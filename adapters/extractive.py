@@ -10,12 +10,12 @@ summarizer serves ``summary_format="text"`` and ``"structured"``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from adapters.structured import FIELDS, Item, StructuredSummary, parse_rendered, render
-from adapters.tokens import message_text
+from adapters.tokens import count_tokens_cjk, message_text
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -95,8 +95,16 @@ def _norm(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic extractive summaries; bounded by ``max_chars`` (oldest facts go first)."""
 
-    def __init__(self, max_chars: int = 2400) -> None:
+    def __init__(self, max_chars: int = 2400, max_tokens: int | None = None,
+                 counter: Callable[[list[BaseMessage]], int] | None = None) -> None:
         self.max_chars = max_chars
+        self.max_tokens = max_tokens
+        self.counter = counter or count_tokens_cjk
+
+    def _too_big(self, text: str) -> bool:
+        if len(text) > self.max_chars:
+            return True
+        return bool(self.max_tokens) and self.counter([HumanMessage(content=text)]) > self.max_tokens
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         doc = parse_rendered(summary)
@@ -170,7 +178,7 @@ class ExtractiveSummarizer:
         """Over ``max_chars``: drop the oldest fact without a number or name first, then the
         oldest item of the least valuable section."""
         text = render(doc)
-        while len(text) > self.max_chars:
+        while self._too_big(text):
             weak = next((i for i in doc.facts if not re.search(r"\d", i.value)
                          and not _named(i.value)), None)
             if weak is not None:

@@ -75,6 +75,7 @@ class MemoryPolicy:
     summary_format: Literal["text", "structured"] = "text"
     summary_retries: int = 2
     on_summary_error: Literal["defer", "raise"] = "defer"
+    max_summary_tokens: int | None = None  # cap asked of the model and enforced on the reply
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
     preferences_store: Any = field(default=None, compare=False)  # a LangGraph BaseStore
@@ -85,7 +86,8 @@ class MemoryPolicy:
     _budget: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
-        for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages"):
+        for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
+                     "max_summary_tokens"):
             _positive_int(name, getattr(self, name))
         if self.max_tokens is None and self.max_messages is None:
             raise ConfigError("MemoryPolicy needs max_tokens or max_messages (or both)")

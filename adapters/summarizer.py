@@ -69,11 +69,14 @@ class ChatModelSummarizer:
         *,
         human_prefix: str = "Human",
         ai_prefix: str = "AI",
+        max_tokens: int | None = None,
     ) -> None:
         self.llm = llm
         self.prompt = prompt
         self.human_prefix = human_prefix
         self.ai_prefix = ai_prefix
+        self.max_tokens = max_tokens
+        self._bound = _with_output_cap(llm, max_tokens)
 
     def render(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         new_lines = get_buffer_string(
@@ -84,8 +87,29 @@ class ChatModelSummarizer:
         return self.prompt.format(summary=summary, new_lines=new_lines)
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
-        reply = self.llm.invoke(self.render(summary, messages))
+        reply = self._bound.invoke(self.render(summary, messages))
         return reply if isinstance(reply, str) else reply.text
+
+
+def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
+    """Ask the model for at most ``max_tokens`` in the form its client honours.
+
+    langchain-openai sends ``max_completion_tokens``, which OpenAI-compatible local servers
+    (llama.cpp, vLLM, Ollama) ignore: for a custom ``base_url`` ``max_tokens`` also goes in
+    ``extra_body``. The cap is enforced again on the reply (see ``run_summarizer``)."""
+    if not max_tokens:
+        return llm
+    kind = type(llm).__name__
+    if kind in ("ChatOpenAI", "AzureChatOpenAI"):
+        base = str(getattr(llm, "openai_api_base", None) or "")
+        extra = dict(getattr(llm, "extra_body", None) or {})
+        if base and "api.openai.com" not in base:
+            extra["max_tokens"] = max_tokens
+        return llm.bind(max_tokens=max_tokens, **({"extra_body": extra} if extra else {}))
+    try:
+        return llm.bind(max_tokens=max_tokens)
+    except Exception:  # a model without bind: rely on the check after the call
+        return llm
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
@@ -157,6 +181,8 @@ def resolve_summarizer(
     human_prefix: str = "Human",
     ai_prefix: str = "AI",
     structured: bool = False,
+    max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
 ) -> Summarizer:
     """Pick the summarizer: explicit ``summarizer`` first, then ``llm``, else the offline one
     (extractive, which writes structured documents in both formats)."""
@@ -171,11 +197,12 @@ def resolve_summarizer(
             chosen = StructuredSummarizer(chosen)
         return chosen
     if llm is None:
-        return ExtractiveSummarizer()
+        return ExtractiveSummarizer(max_tokens=max_tokens, counter=counter)
     if isinstance(llm, SummarizerChatModel):
         return llm.summarizer
     if isinstance(llm, BaseLanguageModel):
-        chat = ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix)
+        chat = ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix,
+                                   max_tokens=max_tokens)
         return StructuredSummarizer(chat, json_summary=True) if structured else chat
     raise ConfigError(f"llm must be a LangChain chat model, got {type(llm).__name__}")
 
@@ -188,8 +215,12 @@ def run_summarizer(
     retries: int,
     thread_id: str | None = None,
     backoff: float = 0.0,
+    max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
 ) -> str:
-    """Call the summarizer with retries; a non-text or empty reply counts as a failure."""
+    """Call the summarizer with retries; a non-text or empty reply counts as a failure, and
+    so does one over ``max_tokens`` (a model that ignores the cap must not poison the next
+    fold's prompt)."""
     attempts = retries + 1
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
@@ -200,6 +231,9 @@ def run_summarizer(
             result = result.strip()
             if not result:
                 raise ValueError("summarizer returned an empty summary")
+            if max_tokens and (size := (counter or count_tokens_cjk)(
+                    [HumanMessage(content=result)])) > max_tokens:
+                raise ValueError(f"summary of {size} tokens exceeds max_summary_tokens={max_tokens}")
             return result
         except Exception as exc:  # translated below; every attempt is logged
             last = exc

@@ -32,10 +32,13 @@ from adapters.errors import (  # noqa: E402
 from compat.history import MemshiftChatHistory  # noqa: E402
 from compat.memory import SummaryMemory  # noqa: E402
 
+from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
+    "STOCK_SUMMARY_PROMPT",
     "AdaptersConflictError",
     "ChatModelSummarizer",
     "ConfigError",

@@ -25,7 +25,8 @@ def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None)
         return current
     return resolve_summarizer(llm, None, prompt=policy.prompt, human_prefix=memory.human_prefix,
                               ai_prefix=memory.ai_prefix,
-                              structured=policy.summary_format == "structured")
+                              structured=policy.summary_format == "structured",
+                              max_tokens=policy.max_summary_tokens, counter=policy.counter)
 
 
 def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,

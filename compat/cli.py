@@ -62,18 +62,21 @@ def add_policy_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-messages", type=int)
     parser.add_argument("--cut", choices=["turn", "message"])
     parser.add_argument("--token-counter", help="approximate (default), cl100k_base or o200k_base")
+    parser.add_argument("--max-summary-tokens", type=int,
+                        help="cap on summary length: asked of the model, enforced on the reply")
     parser.add_argument("--model", help="summarizer model, e.g. openai:gpt-4.1-mini (default: offline)")
     parser.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
 
 
 def _policy(args: argparse.Namespace, default: MemoryPolicy = DEFAULT_REPLAY_POLICY) -> MemoryPolicy:
     if not any((args.max_tokens, args.keep_tokens, args.max_messages, args.keep_messages,
-                args.cut, args.token_counter)):
+                args.cut, args.token_counter, args.max_summary_tokens)):
         return default
     max_tokens = args.max_tokens or (None if args.max_messages else default.max_tokens)
     return MemoryPolicy(
         max_tokens=max_tokens, keep_tokens=args.keep_tokens, max_messages=args.max_messages,
         keep_messages=args.keep_messages, cut=args.cut or "turn", token_counter=args.token_counter,
+        max_summary_tokens=args.max_summary_tokens,
     )
 
 
@@ -81,7 +84,8 @@ def _row(r: TurnResult, backends: Sequence[str]) -> str:
     cells = [f"{r.index + 1:>4}", f"{r.thread_id[:18]:<18}", f"{r.turn:>4}"]
     cells += [f"{r.windows[b]:>3}/{r.folds[b]:<3}" for b in backends]
     prompt = r.prompt_tokens
-    cells += [f"{prompt[backends[0]]:>6}", f"{prompt['full']:>6}", "ok" if r.match else "DIFF"]
+    status = "ok" if r.match else ("MODEL" if r.nondeterminism else "DIFF")
+    cells += [f"{prompt[backends[0]]:>6}", f"{prompt['full']:>6}", status]
     return " ".join(cells)
 
 
@@ -94,11 +98,15 @@ def print_report(report: ReplayReport, out: TextIO) -> None:
     for r in report.turns:
         out.write(_row(r, b) + "\n")
         for d in r.diffs:
-            out.write(f"      ! {d}\n")
+            label = "model nondeterminism (same summarizer input)" if r.nondeterminism else "!"
+            out.write(f"      {label} {d}\n")
     mem, full = report.total_prompt_tokens(b[0]), report.total_prompt_tokens("full")
     out.write("\n")
     out.write(f"turns: {len(report.turns)}  threads: {len(report.threads)}  "
               f"divergent turns: {len(report.divergences)}\n")
+    if report.nondeterministic:
+        out.write(f"turns that differ by model nondeterminism only (--no-share; not a backend "
+                  f"divergence): {len(report.nondeterministic)}\n")
     out.write(f"summarizer calls: {report.summarizer_calls}  folds shared between backends: "
               f"{report.shared_folds}\n")
     for name in (*b, *report.baselines):
@@ -119,7 +127,8 @@ def _summarizer(args: argparse.Namespace, policy: MemoryPolicy) -> Any:
     from adapters.summarizer import ChatModelSummarizer
     from compat.models import resolve_model
 
-    return ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt)
+    return ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt,
+                               max_tokens=policy.max_summary_tokens)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -97,6 +97,7 @@ class SummaryMemory(BaseMemory):
             self.llm, self.summarizer, prompt=self._policy.prompt,
             human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
             structured=self._policy.summary_format == "structured",
+            max_tokens=self._policy.max_summary_tokens, counter=self._policy.counter,
         )
         if self.thread_id is not None:
             check_thread_id(self.thread_id)

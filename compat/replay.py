@@ -29,6 +29,9 @@ class TurnResult:
     summaries: dict[str, str]
     window: list[tuple[str, str]]  # (type, content) of the first backend's window
     prompt_tokens: dict[str, int]  # backend or "full" -> tokens sent with this turn's question
+    # --no-share only: the summaries differ although every backend sent the summarizer the
+    # same input (or the thread already diverged that way): model nondeterminism, not memory
+    nondeterminism: bool = False
 
     @property
     def match(self) -> bool:
@@ -53,7 +56,13 @@ class ReplayReport:
 
     @property
     def divergences(self) -> list[TurnResult]:
-        return [t for t in self.turns if not t.match]
+        """Turns where the backends' memory differs for a reason that is theirs."""
+        return [t for t in self.turns if not t.match and not t.nondeterminism]
+
+    @property
+    def nondeterministic(self) -> list[TurnResult]:
+        """Turns that differ only because the model answered the same input differently."""
+        return [t for t in self.turns if not t.match and t.nondeterminism]
 
     def total_prompt_tokens(self, key: str) -> int:
         return sum(t.prompt_tokens[key] for t in self.turns)
@@ -77,11 +86,12 @@ def replay(
     policy = policy or DEFAULT_REPLAY_POLICY
     inner = summarizer or ExtractiveSummarizer()
     shared = CachingSummarizer(inner) if share_summaries else None
+    tapes = {name: _Tape(shared or inner) for name in backends}
     memories = {
-        name: SummaryMemory(backend=name, policy=policy, store="memory",
-                            summarizer=shared or inner)
+        name: SummaryMemory(backend=name, policy=policy, store="memory", summarizer=tapes[name])
         for name in backends
     }
+    drifted: set[str] = set()
     report = ReplayReport(backends=backends, policy=policy, baselines=tuple(baselines))
     per_thread: dict[str, int] = {}
     first = memories[backends[0]]
@@ -92,6 +102,7 @@ def replay(
         prompt = {"full": policy.count(history + question)}
         for name in baselines:
             prompt[name] = policy.count(baseline_history(name, history, policy) + question)
+        marks = {name: len(tape.calls) for name, tape in tapes.items()}
         for name, memory in memories.items():
             prompt[name] = policy.count(memory.load(turn.thread_id).as_messages() + question)
             memory.save_messages(turn.thread_id, turn.messages)
@@ -99,6 +110,11 @@ def replay(
         base = views[backends[0]]
         diffs = [f"{backends[0]} vs {name}: {d}" for name in backends[1:]
                  for d in compare_views(base, views[name])]
+        if diffs and not share_summaries:
+            calls = [tapes[n].calls[marks[n]:] for n in backends]
+            same_inputs = all([c[0] for c in x] == [c[0] for c in calls[0]] for x in calls)
+            if turn.thread_id in drifted or (same_inputs and calls[0]):
+                drifted.add(turn.thread_id)
         result = TurnResult(
             index=index, thread_id=turn.thread_id, turn=number, line=turn.line, diffs=diffs,
             windows={n: len(v.messages) for n, v in views.items()},
@@ -106,12 +122,15 @@ def replay(
             summaries={n: v.summary for n, v in views.items()},
             window=[(m.type, str(m.content)) for m in base.messages],
             prompt_tokens=prompt,
+            nondeterminism=bool(diffs) and turn.thread_id in drifted,
         )
         report.turns.append(result)
         if on_turn is not None:
             on_turn(result)
     if shared is not None:
         report.summarizer_calls, report.shared_folds = shared.calls, shared.hits
+    else:
+        report.summarizer_calls = sum(len(t.calls) for t in tapes.values())
     report.facts = _facts_at_end(report, memories, first, policy)
     return report
 
@@ -132,6 +151,20 @@ def _facts_at_end(report: ReplayReport, memories: dict[str, SummaryMemory],
         for name in report.baselines:
             seen[name] += len(facts & facts_in(baseline_history(name, history, policy)))
     return {k: (v, stated) for k, v in seen.items()}
+
+
+class _Tape:
+    """Records each summarizer input and output of one backend (to tell model
+    nondeterminism from backend divergence when summaries are not shared)."""
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.calls: list[tuple[tuple, str]] = []
+
+    def summarize(self, summary: str, messages: list) -> str:
+        result = self.inner.summarize(summary, messages)
+        self.calls.append((CachingSummarizer.key(summary, messages), str(result)))
+        return result
 
 
 def replay_file(path: str | Path, **kwargs: object) -> ReplayReport:

@@ -51,3 +51,61 @@ def test_unknown_model_provider_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="cannot load model"):
         resolve_model("nosuchprovider:model-x")
+
+
+def test_real_openai_replies_with_usage_metadata_do_not_move_fold_points() -> None:
+    """With a ChatOpenAI model (never called here), stock would fold on the provider-reported
+    total; memshift folds where the policy says, exactly as with the offline summarizer."""
+    pytest.importorskip("langchain_openai", reason="memshift[openai] not installed")
+    from langchain_openai import ChatOpenAI
+
+    from compat.testing import RecordingSummarizer, filler_turn
+
+    llm = ChatOpenAI(model="gpt-4.1-mini", api_key="sk-test-not-used", base_url="http://127.0.0.1:9/v1")
+    policy = MemoryPolicy(max_tokens=150, keep_tokens=80)
+    real = SummaryMemory(backend="middleware", llm=llm, summarizer=RecordingSummarizer(), policy=policy)
+    offline = SummaryMemory(backend="middleware", summarizer=RecordingSummarizer(), policy=policy)
+    for i in range(10):
+        human, ai = filler_turn("t", i, 10)
+        reply = AIMessage(ai, usage_metadata={"input_tokens": 90_000, "output_tokens": 50,
+                                              "total_tokens": 90_050},
+                          response_metadata={"model_provider": "openai"})
+        real.save("t", human, reply)
+        offline.save("t", human, ai)
+        assert real.load("t").folds == offline.load("t").folds, f"turn {i}"
+    assert real.middleware.model is llm
+
+
+def test_stock_prompt_stays_available() -> None:
+    from compat import STOCK_SUMMARY_PROMPT
+
+    memory = SummaryMemory(prompt=STOCK_SUMMARY_PROMPT)
+    assert "Current summary" in memory.active_policy.prompt.template
+    assert memory.active_policy.prompt_version != MemoryPolicy(max_tokens=10).prompt_version
+
+
+@pytest.mark.parametrize("backend", ["classic", "middleware"])
+def test_a_model_that_ignores_the_cap_cannot_grow_the_next_prompt(backend: str) -> None:
+    """Summaries over max_summary_tokens fail the fold (nothing lost); the next fold's
+    prompt is never built on an over-long summary."""
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from compat.testing import filler_turn
+
+    prompts: list[str] = []
+
+    class Rambling(FakeListChatModel):
+        def _call(self, messages: list, *args: object, **kwargs: object) -> str:
+            prompts.append(messages[-1].content)
+            return ("ramble " * 2000) if len(prompts) % 3 else "short summary"
+
+    policy = MemoryPolicy(max_tokens=120, keep_tokens=60, max_summary_tokens=64, summary_retries=1)
+    memory = SummaryMemory(backend=backend, llm=Rambling(responses=["x"]), policy=policy)
+    for i in range(12):
+        memory.save("t", *filler_turn("t", i, 10))
+    records = memory.summary_history("t")
+    assert any("exceeds max_summary_tokens=64" in (r["error"] or "") for r in records)
+    assert all(r["summary_tokens"] <= 64 for r in records if not r["error"])
+    assert memory.load("t").folds >= 1 and "ramble" not in memory.load("t").summary
+    budget = policy.count([HumanMessage(policy.prompt.template)]) + 64 + 120 + 50
+    assert max(policy.count([HumanMessage(p)]) for p in prompts) <= budget
