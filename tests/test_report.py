@@ -36,7 +36,7 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert "<script" not in html and "&lt;script&gt;" in html
     assert "http://" not in html and "https://" not in html and " src=" not in html
     assert html.count("<svg") == 1 and "<polyline" in html
-    assert html.count("<tr>") == 12 + 1
+    assert html.count("<tr>") == (12 + 1) + (1 + 3)  # turn table + facts table (full, 2 backends)
 
 
 def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
