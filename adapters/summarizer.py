@@ -99,6 +99,8 @@ def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
     ``extra_body``. The cap is enforced again on the reply (see ``run_summarizer``)."""
     if not max_tokens:
         return llm
+    # Ask for a little less than the cap: the model's tokenizer and the policy's counter differ.
+    max_tokens = max(1, int(max_tokens * 0.8))
     kind = type(llm).__name__
     if kind in ("ChatOpenAI", "AzureChatOpenAI"):
         base = str(getattr(llm, "openai_api_base", None) or "")

@@ -113,7 +113,7 @@ def print_report(report: ReplayReport, out: TextIO) -> None:
         out.write(f"prompt tokens ({name}): {report.total_prompt_tokens(name)}\n")
     ratio = f"{mem / full:.2f}" if full else "n/a"
     out.write(f"prompt tokens (full history): {full}  (memory/full = {ratio})\n")
-    if report.facts:
+    if report.facts and report.facts["full"][1]:
         out.write("facts from the conversation still visible to the model after the last turn:\n")
         for name in report.strategies:
             seen, stated = report.facts[name]
