@@ -83,6 +83,9 @@ class ShadowBackend(MemoryBackend):
         return int.from_bytes(digest[:4], "big") / 2**32 < self.sample
 
     def _record(self, thread_id: str, kind: str, diff: list[str]) -> None:
+        redactor = self.policy.redactor  # diffs quote conversation text: scrub it like the rest
+        if redactor is not None:
+            diff = [redactor(d) for d in diff]
         mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff)
         with self._guard:
             if len(self.mismatches) < self.max_recorded:

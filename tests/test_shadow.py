@@ -110,3 +110,16 @@ def test_shadow_from_the_environment_and_cutover_handles(monkeypatch: pytest.Mon
     assert memory.middleware is memory.backend_impl.candidate_backend.middleware
     with pytest.raises(ConfigError, match="two different backends"):
         SummaryMemory(backend="shadow", primary="classic", candidate="classic")
+
+
+def test_mismatch_diffs_are_redacted_when_the_policy_redacts(tmp_path: Path) -> None:
+    log = tmp_path / "shadow.jsonl"
+    policy = MemoryPolicy(max_tokens=60, keep_tokens=30, redact=True)
+    memory = SummaryMemory(backend="shadow", policy=policy, shadow_log=str(log),
+                           candidate_policy=MemoryPolicy(max_tokens=200, redact=True))
+    for i in range(4):
+        memory.save("t", f"my mail is li.wei@example.com, question {i}", f"answer {i}")
+        memory.load("t")
+    assert memory.mismatches
+    text = log.read_text()
+    assert "li.wei@example.com" not in text and "[EMAIL]" in text
