@@ -17,7 +17,7 @@ from typing import Any
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import BaseMessage, SystemMessage, get_buffer_string
 from langchain_core.prompts import BasePromptTemplate
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
 from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
@@ -51,7 +51,7 @@ class SummaryMemory(BaseMemory):
     policy: MemoryPolicy | None = None
     llm: Any = None
     summarizer: Any = None
-    store: Any = None
+    store: Any = Field(default=None, repr=False)  # a URL may carry a password
     thread_id: str | None = None
     thread_key: str = "thread_id"
     # stock ConversationSummaryBufferMemory keywords, same defaults

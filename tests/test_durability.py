@@ -134,3 +134,9 @@ def test_store_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         memory.save("t", "q", "a")
         assert memory.store_url == url
     assert (tmp_path / "env.db").exists()
+
+
+def test_repr_and_store_url_never_show_the_password(pg_url: str) -> None:
+    with SummaryMemory(store=pg_url) as memory:
+        assert "memshift-test-secret" not in repr(memory) + str(memory) + memory.store_url
+        assert "***@" in memory.store_url
