@@ -154,6 +154,7 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
             if policy.redact_transcript:
                 window = redact_messages(window, policy.redactor or default_redactor)
             self._backend.store.append_transcript(thread_id, window)
+            self._backend.store.retain(thread_id)  # agent runs stay bounded like memory saves
         return self._guarded_fold(state)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:

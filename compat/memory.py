@@ -333,6 +333,14 @@ class SummaryMemory(BaseMemory):
     def memory_variables(self) -> list[str]:
         return [self.memory_key]
 
+    @property
+    def buffer(self) -> Any:
+        """Stock ``ConversationSummaryBufferMemory.buffer``: the bound thread's rendering."""
+        return self.load_memory_variables({})[self.memory_key]
+
+    async def abuffer(self) -> Any:
+        return (await self.aload_memory_variables({}))[self.memory_key]
+
     def _render(self, view: MemoryView) -> dict[str, Any]:
         messages = view.as_messages()
         if self.return_messages:

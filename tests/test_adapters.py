@@ -109,3 +109,12 @@ def test_a_model_that_ignores_the_cap_cannot_grow_the_next_prompt(backend: str) 
     assert memory.load("t").folds >= 1 and "ramble" not in memory.load("t").summary
     budget = policy.count([HumanMessage(policy.prompt.template)]) + 64 + 120 + 50
     assert max(policy.count([HumanMessage(p)]) for p in prompts) <= budget
+
+
+def test_buffer_property_like_stock() -> None:
+    import asyncio
+
+    memory = SummaryMemory(thread_id="t")
+    memory.save_context({"input": "aaa"}, {"output": "dummy"})
+    assert memory.buffer == "Human: aaa\nAI: dummy"
+    assert asyncio.run(memory.abuffer()) == memory.buffer

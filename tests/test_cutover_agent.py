@@ -185,3 +185,22 @@ def test_cutover_handles_need_the_middleware_backend() -> None:
     middleware = SummaryMemory(backend="middleware", policy=MemoryPolicy(max_tokens=120))
     assert middleware.checkpointer is middleware.checkpointer
     assert middleware.middleware is middleware.backend_impl.middleware
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_agent_runs_keep_checkpoints_bounded(kind: str, fresh_store) -> None:
+    memory = SummaryMemory(backend="middleware", store=fresh_store(kind),
+                           policy=MemoryPolicy(max_tokens=150, keep_tokens=80))
+    model = RecordingFake(messages=iter([AIMessage(f"answer {i} " + "word " * 20) for i in range(40)]))
+    agent = create_agent(model, tools=[], middleware=[memory.middleware],
+                         checkpointer=memory.checkpointer)
+    for i in range(30):
+        agent.invoke({"messages": [HumanMessage(f"question {i} " + "word " * 20)]}, cfg("a"))
+    checkpoints = list(memory.checkpointer.list(cfg("a")))
+    assert len(checkpoints) <= 20, len(checkpoints)
+    assert len(memory.transcript("a")) == 60
+    view = memory.load("a")
+    assert view.folds >= 3 and view.messages[-1].content.startswith("answer 29")
+    memory.save("a", "after the agent", "still fine")  # memory saves continue the same thread
+    assert memory.load("a").messages[-1].content == "still fine"
+    memory.close()

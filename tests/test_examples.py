@@ -51,3 +51,10 @@ def test_conversation_generator_is_reproducible(script: str, tmp_path) -> None:
                           cwd=ROOT / "examples" / "conversations", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("backend", ["classic", "middleware"])
+def test_lcel_dropin_example(backend: str) -> None:
+    done = _run("lcel_dropin.py", env={"MEMSHIFT_BACKEND": backend})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(f"{backend} tenant-1:") == 2 and "12 in the transcript" in done.stdout
