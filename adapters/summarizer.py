@@ -103,9 +103,8 @@ def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
     max_tokens = max(1, int(max_tokens * 0.8))
     kind = type(llm).__name__
     if kind in ("ChatOpenAI", "AzureChatOpenAI"):
-        base = str(getattr(llm, "openai_api_base", None) or "")
         extra = dict(getattr(llm, "extra_body", None) or {})
-        if base and "api.openai.com" not in base:
+        if getattr(llm, "openai_api_base", None):  # a custom base URL: a compatible server
             extra["max_tokens"] = max_tokens
         return llm.bind(max_tokens=max_tokens, **({"extra_body": extra} if extra else {}))
     try:

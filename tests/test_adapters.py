@@ -118,3 +118,19 @@ def test_buffer_property_like_stock() -> None:
     memory.save_context({"input": "aaa"}, {"output": "dummy"})
     assert memory.buffer == "Human: aaa\nAI: dummy"
     assert asyncio.run(memory.abuffer()) == memory.buffer
+
+
+def test_summary_cap_reaches_a_local_server_in_the_form_it_honours(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    pytest.importorskip("langchain_openai", reason="memshift[openai] not installed")
+    from langchain_openai import ChatOpenAI
+
+    from adapters.summarizer import ChatModelSummarizer
+
+    local = ChatOpenAI(model="m", api_key="x", base_url="http://127.0.0.1:8080/v1")
+    bound = ChatModelSummarizer(local, MemoryPolicy(max_tokens=10).prompt, max_tokens=100)._bound
+    assert bound.kwargs == {"max_tokens": 80, "extra_body": {"max_tokens": 80}}
+    hosted = ChatOpenAI(model="m", api_key="x")
+    bound = ChatModelSummarizer(hosted, MemoryPolicy(max_tokens=10).prompt, max_tokens=100)._bound
+    assert bound.kwargs == {"max_tokens": 80}

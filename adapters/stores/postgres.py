@@ -20,11 +20,10 @@ from urllib.parse import urlsplit
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import create_engine
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
-from adapters.stores.sql import SqlStore, classic_table, scrub_password
+from adapters.stores.sql import SqlStore, scrub_password
 
 __all__ = ["PostgresStore"]
 
@@ -88,13 +87,8 @@ class PostgresStore(SqlStore):
                 self._saver.setup()
 
     # -- dialect ---------------------------------------------------------------------
-    def _insert_ignore(self, table: Any) -> Any:
-        return pg_insert(table).on_conflict_do_nothing()
-
-    def _upsert_classic(self, conn: Connection, thread_id: str, summary: str, folds: int) -> None:
-        stmt = pg_insert(classic_table).values(thread_id=thread_id, summary=summary, folds=folds)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=["thread_id"], set_={"summary": summary, "folds": folds}))
+    def _dialect_insert(self, table: Any) -> Any:
+        return pg_insert(table)
 
     # -- checkpoints -------------------------------------------------------------------
     @property

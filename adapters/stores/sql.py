@@ -116,12 +116,17 @@ class SqlStore(Store):
 
     # -- transcript ------------------------------------------------------------------
     @abstractmethod
-    def _insert_ignore(self, table: Table) -> Any:
-        """An INSERT that skips rows violating a unique constraint (dialect-specific)."""
+    def _dialect_insert(self, table: Table) -> Any:
+        """The dialect's INSERT construct (it has ``on_conflict_do_nothing/_update``)."""
 
-    @abstractmethod
+    def _insert_ignore(self, table: Table) -> Any:
+        return self._dialect_insert(table).on_conflict_do_nothing()
+
     def _upsert_classic(self, conn: Connection, thread_id: str, summary: str, folds: int) -> None:
-        """Insert or update one ``memshift_classic`` row."""
+        stmt = self._dialect_insert(classic_table).values(
+            thread_id=thread_id, summary=summary, folds=folds)
+        conn.execute(stmt.on_conflict_do_update(
+            index_elements=["thread_id"], set_={"summary": summary, "folds": folds}))
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self.guard("read transcript"), self.engine.connect() as conn:

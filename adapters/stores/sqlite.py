@@ -20,11 +20,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import create_engine, event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError
-from adapters.stores.sql import SqlStore, classic_table
+from adapters.stores.sql import SqlStore
 
 __all__ = ["SqliteStore"]
 
@@ -58,13 +57,8 @@ class SqliteStore(SqlStore):
         self._saver: BaseCheckpointSaver | None = None
 
     # -- dialect ---------------------------------------------------------------------
-    def _insert_ignore(self, table: Any) -> Any:
-        return sqlite_insert(table).on_conflict_do_nothing()
-
-    def _upsert_classic(self, conn: Connection, thread_id: str, summary: str, folds: int) -> None:
-        stmt = sqlite_insert(classic_table).values(thread_id=thread_id, summary=summary, folds=folds)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=["thread_id"], set_={"summary": summary, "folds": folds}))
+    def _dialect_insert(self, table: Any) -> Any:
+        return sqlite_insert(table)
 
     # -- checkpoints -------------------------------------------------------------------
     @property
