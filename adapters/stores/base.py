@@ -6,6 +6,7 @@ memory it explains and a fold can be one transaction.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -33,9 +34,10 @@ class Store(ABC):
 
     url: str  # redacted: never carries a password
 
+    lock_stripes = 256  # bounded memory for any number of threads; re-entrant per stripe
+
     def __init__(self) -> None:
-        self._locks: dict[str, threading.RLock] = {}
-        self._locks_guard = threading.Lock()
+        self._locks = [threading.RLock() for _ in range(self.lock_stripes)]
 
     # -- raw transcript (append-only) --------------------------------------------------
     @abstractmethod
@@ -95,9 +97,8 @@ class Store(ABC):
     @contextmanager
     def lock(self, thread_id: str) -> Iterator[None]:
         """Serialise writers of one thread (in-process; SQL stores add cross-process locks)."""
-        with self._locks_guard:
-            lock = self._locks.setdefault(thread_id, threading.RLock())
-        with lock:
+        digest = hashlib.blake2b(thread_id.encode(), digest_size=4).digest()
+        with self._locks[int.from_bytes(digest, "big") % self.lock_stripes]:
             yield
 
     @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -96,6 +97,7 @@ class SqlStore(Store):
         self.url = url
         self.engine = engine
         self._histories: OrderedDict[str, BaseChatMessageHistory] = OrderedDict()
+        self._histories_guard = threading.Lock()
         with self.guard("create tables"):
             metadata.create_all(engine)
 
@@ -186,7 +188,10 @@ class SqlStore(Store):
     # -- classic -------------------------------------------------------------------------
     def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
         """A real ``SQLChatMessageHistory`` on the window table (cached per thread)."""
-        history = self._histories.get(thread_id)
+        with self._histories_guard:
+            history = self._histories.get(thread_id)
+            if history is not None:
+                self._histories.move_to_end(thread_id)
         if history is None:
             try:
                 from langchain_community.chat_message_histories import SQLChatMessageHistory
@@ -198,11 +203,10 @@ class SqlStore(Store):
             with self.guard("open chat history"):
                 history = SQLChatMessageHistory(
                     session_id=thread_id, connection=self.engine, table_name=WINDOW_TABLE)
-            self._histories[thread_id] = history
-            if len(self._histories) > self.history_cache_size:
-                self._histories.popitem(last=False)
-        else:
-            self._histories.move_to_end(thread_id)
+            with self._histories_guard:
+                self._histories[thread_id] = history
+                if len(self._histories) > self.history_cache_size:
+                    self._histories.popitem(last=False)
         return _GuardedHistory(history, self)
 
     def classic_record(self, thread_id: str) -> ClassicRecord:
