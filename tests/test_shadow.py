@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,14 +73,17 @@ def test_candidate_errors_and_slowness_never_reach_the_caller() -> None:
     kinds = {m.kind for m in memory.mismatches}
     assert "candidate_error" in kinds and calls
 
-    def slow_load(thread_id: str) -> object:
-        time.sleep(1.0)
-        raise AssertionError("unreachable")
+    entered, release = threading.Event(), threading.Event()
 
-    candidate.load = slow_load  # type: ignore[method-assign]
-    start = time.perf_counter()
-    view = memory.load("t")
-    assert time.perf_counter() - start < 0.9, "the candidate slowed the read past its bound"
+    def blocked_load(thread_id: str) -> object:
+        entered.set()
+        release.wait(30)
+        raise AssertionError("the caller never waits for this")
+
+    candidate.load = blocked_load  # type: ignore[method-assign]
+    view = memory.load("t")  # returns after shadow_timeout although the candidate is stuck
+    assert entered.is_set() and not release.is_set(), "the read waited for the candidate"
+    release.set()
     assert view.messages[-1].content == "a"
     assert any(m.kind == "candidate_timeout" for m in memory.mismatches)
 
