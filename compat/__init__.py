@@ -31,6 +31,15 @@ from adapters.errors import (  # noqa: E402
 )
 from compat.history import MemshiftChatHistory  # noqa: E402
 from compat.memory import SummaryMemory  # noqa: E402
+from compat.migration import MigrationReport, migrate  # noqa: E402
+from compat.replay import ReplayReport, replay, replay_file  # noqa: E402
+from compat.sources import (  # noqa: E402
+    ClassicHistorySource,
+    GraphSource,
+    SummaryMemorySource,
+    ThreadSource,
+)
+from adapters.shadow import Mismatch  # noqa: E402
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
 
@@ -40,6 +49,13 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "STOCK_SUMMARY_PROMPT",
     "AdaptersConflictError",
+    "ClassicHistorySource",
+    "GraphSource",
+    "MigrationReport",
+    "Mismatch",
+    "ReplayReport",
+    "SummaryMemorySource",
+    "ThreadSource",
     "ChatModelSummarizer",
     "ConfigError",
     "ContentError",
@@ -58,6 +74,9 @@ __all__ = [
     "ThreadRecord",
     "UnknownArgumentError",
     "__version__",
+    "migrate",
+    "replay",
+    "replay_file",
     "compare_views",
     "count_tokens_cjk",
     "tiktoken_counter",

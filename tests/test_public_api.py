@@ -16,8 +16,10 @@ def test_public_names_are_listed_and_importable() -> None:
         assert sorted(module.__all__) == sorted(set(module.__all__))
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name} listed but missing"
-    for name in ("SummaryMemory", "MemoryPolicy", "MemoryView", "MemshiftError", "ThreadIdRequired"):
+    for name in ("SummaryMemory", "MemoryPolicy", "MemoryView", "MemshiftError", "ThreadIdRequired",
+                 "migrate", "MigrationReport", "Mismatch", "GraphSource", "ClassicHistorySource"):
         assert name in compat.__all__
+    assert callable(compat.migrate) and not isinstance(compat.migrate, type(compat))
 
 
 def test_error_hierarchy() -> None:
