@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -66,8 +66,13 @@ class MemoryBackend(ABC):
         """Overwrite the thread's memory state (migration, rollback)."""
 
     # -- shared behaviour ------------------------------------------------------------
-    def save(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
+    def save(self, thread_id: str, messages: Sequence[BaseMessage],
+             on_locked: Callable[[], None] | None = None) -> None:
+        """Append and fold under the thread's lock; ``on_locked`` runs first under the same
+        lock (the facade writes the transcript there, so transcript and window keep one order)."""
         with self.store.lock(thread_id):
+            if on_locked is not None:
+                on_locked()
             self._save(thread_id, messages)
 
     record_folds: bool = True  # a shadow candidate does not write fold records
@@ -112,7 +117,8 @@ class MemoryBackend(ABC):
         store = self.policy.preferences_store
         if store is None:
             return
-        user = self.policy.user_id(thread_id).replace(".", "_")
+        # LangGraph namespaces refuse ".": encode it (and "%") so distinct users stay distinct
+        user = self.policy.user_id(thread_id).replace("%", "%25").replace(".", "%2E")
         for item in parse_rendered(summary).preferences:
             key = item.key or hashlib.sha256(item.value.lower().encode()).hexdigest()[:16]
             store.put(("memshift", "preferences", user), key,
@@ -123,6 +129,10 @@ class MemoryBackend(ABC):
 
     async def asave(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.save, thread_id, messages)
+
+    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of these message ids the thread's transcript holds already."""
+        return self.store.known_ids(thread_id, ids)
 
     async def aclear(self, thread_id: str) -> None:
         await asyncio.to_thread(self.clear, thread_id)

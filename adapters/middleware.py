@@ -14,6 +14,7 @@ summary); the summary text comes from the shared summarization routine.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import uuid
@@ -143,22 +144,26 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         return self._guarded_fold(state)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+        # the summarizer and the store are synchronous: keep them off the event loop
+        return await asyncio.to_thread(self.before_model, state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record the agent's turn in the transcript and fold as a memory ``save`` would."""
         thread_id = _current_thread()
-        if thread_id is not None:
+        if thread_id is None:
+            return self._guarded_fold(state)
+        store = self._backend.store
+        with store.lock(thread_id):
             _, _, window = split_summary(state["messages"])
             policy = self._backend.policy
             if policy.redact_transcript:
                 window = redact_messages(window, policy.redactor or default_redactor)
-            self._backend.store.append_transcript(thread_id, window)
-            self._backend.store.retain(thread_id)  # agent runs stay bounded like memory saves
-        return self._guarded_fold(state)
+            store.append_transcript(thread_id, window)
+            store.retain(thread_id)  # agent runs stay bounded like memory saves
+            return self._guarded_fold(state)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
+        return await asyncio.to_thread(self.after_agent, state, runtime)
 
 
 def _current_thread() -> str | None:
@@ -224,9 +229,9 @@ class MiddlewareBackend(MemoryBackend):
             self.graph.invoke({"messages": [m.model_copy(deep=True) for m in messages]}, config)
         finally:
             error = self._errors.pop(call, None)
+            self.store.retain(thread_id)  # also when the fold failed: retention is not optional
         if error is not None:
             raise error
-        self.store.retain(thread_id)
 
     def clear(self, thread_id: str) -> None:
         with self.store.lock(thread_id):

@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -127,12 +126,13 @@ class ShadowBackend(MemoryBackend):
                     self._record(thread_id, "view", diffs)
         return view
 
-    def save(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
+    def save(self, thread_id: str, messages: Sequence[BaseMessage],
+             on_locked: Callable[[], None] | None = None) -> None:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
         mirror = self.sampled(thread_id)
         try:
-            self.primary.save(thread_id, messages)
+            self.primary.save(thread_id, messages, on_locked)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             if mirror:
                 self._candidate(thread_id, "save",
@@ -146,10 +146,14 @@ class ShadowBackend(MemoryBackend):
         self._candidate(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
 
     def restore(self, thread_id: str, summary: str, window: Sequence[BaseMessage], folds: int) -> None:
+        """Runs the candidate inline: callers (migration, resummarize) may hold the thread's
+        lock, which the candidate worker would wait for."""
         self.primary.restore(thread_id, summary, window, folds)
-        self._candidate(thread_id, "restore",
-                        lambda: self.candidate_backend.restore(thread_id, summary, window, folds))
+        try:
+            self.candidate_backend.restore(thread_id, summary, window, folds)
+        except Exception as exc:  # recorded, never raised
+            self._record(thread_id, "candidate_error", [f"restore: {type(exc).__name__}: {exc}"])
 
     def close(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        self._worker.shutdown(wait=True, cancel_futures=time.monotonic() > deadline)
+        """Return at once: queued candidate work is cancelled, a running task finishes."""
+        self._worker.shutdown(wait=False, cancel_futures=True)

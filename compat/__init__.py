@@ -32,7 +32,7 @@ from adapters.errors import (  # noqa: E402
 from compat.history import MemshiftChatHistory  # noqa: E402
 from compat.memory import SummaryMemory  # noqa: E402
 from compat.migration import MigrationReport, migrate  # noqa: E402
-from compat.replay import ReplayReport, replay, replay_file  # noqa: E402
+from compat.replay import ReplayReport, replay_file  # noqa: E402
 from compat.sources import (  # noqa: E402
     ClassicHistorySource,
     GraphSource,
@@ -75,7 +75,6 @@ __all__ = [
     "UnknownArgumentError",
     "__version__",
     "migrate",
-    "replay",
     "replay_file",
     "compare_views",
     "count_tokens_cjk",

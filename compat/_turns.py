@@ -6,7 +6,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    HumanMessage,
+    message_chunk_to_message,
+)
 
 from adapters.errors import ContentError, InvalidThreadId
 
@@ -43,7 +49,9 @@ def _check_content(message: BaseMessage) -> None:
 
 
 def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
-    if isinstance(value, BaseMessage):
+    if isinstance(value, BaseMessageChunk):  # a streamed answer: store the whole message
+        message = message_chunk_to_message(value).model_copy(deep=True)
+    elif isinstance(value, BaseMessage):
         message = value.model_copy(deep=True)
     elif isinstance(value, (str, list)):  # text, or text blocks as stock stores them
         message = cls(content=value)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -208,12 +209,29 @@ class SummaryMemory(BaseMemory):
         """Store already-built messages as one turn (transcript first, then the window)."""
         tid = self._thread(thread_id)
         turn = as_messages(messages)
-        with self._store.guard("save"):
+        def under_lock() -> None:  # ids checked and transcript written in the save's lock
+            turn[:] = self._fresh_ids(tid, turn)
             self._store.append_transcript(tid, self._for_transcript(turn))
+
+        with self._store.guard("save"):
             try:
-                self._backend.save(tid, turn)
+                self._backend.save(tid, turn, on_locked=under_lock)
             except SummarizerError as exc:
                 self._summary_failed(exc)
+
+    def _fresh_ids(self, thread_id: str, turn: list[BaseMessage]) -> list[BaseMessage]:
+        """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
+        reducer would otherwise replace the earlier message and the transcript skip it."""
+        ids = [m.id for m in turn if m.id is not None]
+        taken = self._store.known_ids(thread_id, ids)
+        out, seen = [], set()
+        for message in turn:
+            if message.id in taken or message.id in seen:
+                message = message.model_copy()
+                message.id = str(uuid.uuid4())
+            seen.add(message.id)
+            out.append(message)
+        return out
 
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.save_messages, thread_id, messages)
@@ -268,9 +286,10 @@ class SummaryMemory(BaseMemory):
         policy = policy or self._policy
         start = time.perf_counter()
         summarizer = summarizer_for(self, policy, llm)
-        transcript = self.transcript(tid)
-        record = rebuild_record(self, tid, transcript, policy, summarizer)
+        # Held throughout: a save meanwhile would be overwritten by the rebuilt window.
         with self._store.guard("resummarize"), self._store.lock(tid):
+            transcript = self._store.transcript(tid)
+            record = rebuild_record(self, tid, transcript, policy, summarizer)
             self._backend.restore(tid, record.summary, record.window, record.folds)
             self._store.append_fold(FoldRecord(
                 thread_id=tid, version=record.folds, trigger="resummarize",

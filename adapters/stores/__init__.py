@@ -9,19 +9,26 @@ from adapters.stores.memory import MemoryStore
 __all__ = ["ClassicRecord", "MemoryStore", "Store", "open_store", "redact_url"]
 
 
+_SECRET_KEYS = ("password", "passwd", "pwd", "pass", "secret", "token", "key", "sslpassword")
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced, safe for logs and errors."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The URL with any password replaced (userinfo and secret-looking query values),
+    safe for logs and errors."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         return "<unparseable store url>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    if any(k.lower() in _SECRET_KEYS for k, _ in query):
+        masked = [(k, "***" if k.lower() in _SECRET_KEYS else v) for k, v in query]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    if parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    return urlunsplit(parts)
 
 
 def _options(query: str, redacted: str) -> dict[str, int]:

@@ -48,6 +48,11 @@ class Store(ABC):
     def append_transcript(self, thread_id: str, messages: Sequence[BaseMessage]) -> int:
         """Append messages whose ids the thread does not hold yet; return how many were new."""
 
+    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        """The subset of ``ids`` that the thread's transcript holds."""
+        wanted = set(ids)
+        return {m.id for m in self.transcript(thread_id) if m.id in wanted} if wanted else set()
+
     @abstractmethod
     def thread_ids(self) -> list[str]:
         """Threads with a transcript, in first-seen order."""

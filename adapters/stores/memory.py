@@ -50,6 +50,10 @@ class MemoryStore(Store):
                 added += 1
             return added
 
+    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        with self._guard:
+            return set(ids) & self._transcript_ids.get(thread_id, set())
+
     def thread_ids(self) -> list[str]:
         with self._guard:
             return list(self._transcripts)
@@ -101,5 +105,6 @@ class MemoryStore(Store):
         for serialized, _meta, _parent in checkpoints.values():
             versions = saver.serde.loads_typed(serialized).get("channel_versions", {})
             live.update((thread_id, "", ch, v) for ch, v in versions.items())
-        for key in [k for k in saver.blobs if k[0] == thread_id and k[1] == "" and k not in live]:
+        for key in [k for k in list(saver.blobs)  # a snapshot: other threads write meanwhile
+                    if k[0] == thread_id and k[1] == "" and k not in live]:
             saver.blobs.pop(key, None)

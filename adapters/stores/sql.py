@@ -148,6 +148,15 @@ class SqlStore(Store):
             result = conn.execute(self._insert_ignore(transcript_table), rows)
             return max(result.rowcount or 0, 0)
 
+    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        with self.guard("read transcript ids"), self.engine.connect() as conn:
+            rows = conn.execute(select(transcript_table.c.message_id).where(
+                transcript_table.c.thread_id == thread_id,
+                transcript_table.c.message_id.in_(list(ids)))).scalars()
+            return set(rows)
+
     def thread_ids(self) -> list[str]:
         with self.guard("list threads"), self.engine.connect() as conn:
             first = func.min(transcript_table.c.id)
