@@ -104,7 +104,9 @@ class ExtractiveSummarizer:
     def _too_big(self, text: str) -> bool:
         if len(text) > self.max_chars:
             return True
-        return bool(self.max_tokens) and self.counter([HumanMessage(content=text)]) > self.max_tokens
+        if self.max_tokens is None:
+            return False
+        return self.counter([HumanMessage(content=text)]) > self.max_tokens
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         doc = parse_rendered(summary)

@@ -19,7 +19,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any, NotRequired
+from typing import Any, NotRequired, cast
 
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.types import AgentState
@@ -85,13 +85,15 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
 
     def __init__(self, backend: MiddlewareBackend, model: BaseChatModel) -> None:
         policy = backend.policy
-        trigger = ("tokens", policy.max_tokens) if policy.max_tokens else ("messages", policy.max_messages)
-        keep = ("tokens", policy.keep_tokens) if policy.keep_tokens else ("messages", policy.keep_messages)
+        trigger: Any = ("tokens", policy.max_tokens) if policy.max_tokens else (
+            "messages", policy.max_messages)
+        keep: Any = ("tokens", policy.keep_tokens) if policy.keep_tokens else (
+            "messages", policy.keep_messages)
         super().__init__(
             model,
             trigger=trigger,  # documentation only: _should_summarize is the policy's
             keep=keep,
-            token_counter=policy.counter,
+            token_counter=cast(Any, policy.counter),
             trim_tokens_to_summarize=None,
             summarizer=self._summarize_messages,
         )
@@ -194,14 +196,14 @@ class MiddlewareBackend(MemoryBackend):
         return self.store.checkpointer
 
     @staticmethod
-    def config(thread_id: str) -> dict[str, Any]:
+    def config(thread_id: str) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id}}
 
     def _fold_node(self, state: MemshiftState, config: RunnableConfig) -> dict[str, Any]:
         # A failure inside the node would leave the checkpoint mid-step (next=(node,));
         # catch it, finish the step with the turn stored, and raise after the run.
         try:
-            return self.middleware.fold_update(state) or {}
+            return self.middleware.fold_update(dict(state)) or {}
         except SummarizerError as exc:
             self._errors[config["configurable"]["memshift_call"]] = exc
             return {}
@@ -224,9 +226,10 @@ class MiddlewareBackend(MemoryBackend):
 
     def _save(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
         call = uuid.uuid4().hex
-        config = {"configurable": {"thread_id": thread_id, "memshift_call": call}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id, "memshift_call": call}}
         try:
-            self.graph.invoke({"messages": [m.model_copy(deep=True) for m in messages]}, config)
+            turn: Any = {"messages": [m.model_copy(deep=True) for m in messages]}
+            self.graph.invoke(turn, config)
         finally:
             error = self._errors.pop(call, None)
             self.store.retain(thread_id)  # also when the fold failed: retention is not optional

@@ -180,7 +180,7 @@ def _default_policy(args: argparse.Namespace) -> MemoryPolicy:
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
 
     policy = _policy(args, MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT))
-    fmt = getattr(args, "summary_format", "text")
+    fmt: Any = getattr(args, "summary_format", "text")
     return replace(policy, summary_format=fmt, summary_prompt=None) if fmt != policy.summary_format \
         else policy
 

@@ -99,7 +99,8 @@ class _Recorder:
     """Wraps the summarizer to keep every text it was sent."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.seen = inner, []
+        self.inner = inner
+        self.seen: list[str] = []
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         self.seen.append(summary)

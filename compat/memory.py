@@ -148,7 +148,7 @@ class SummaryMemory(BaseMemory):
                 f"policy.max_tokens={policy.max_tokens}; pass one of them"
             )
         if self.prompt is not None:
-            policy = replace(policy, summary_prompt=self.prompt)
+            policy = replace(policy, summary_prompt=self.prompt)  # type: ignore[arg-type]
         return policy
 
     # -- identity ----------------------------------------------------------------------

@@ -60,17 +60,18 @@ def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
              "".join(f"<div class='stat'><b>{escape(str(v))}</b> {escape(k)}</div>" for k, v in stats),
              f"<p>policy: <code>{escape(repr(report.policy))}</code></p>"]
     if report.facts:
-        rows = "".join(f"<tr><td>{escape(k)}</td><td>{report.facts[k][0]} / {report.facts[k][1]}</td>"
-                       f"<td>{report.total_prompt_tokens(k)}</td></tr>" for k in keys)
+        fact_rows = "".join(
+            f"<tr><td>{escape(k)}</td><td>{report.facts[k][0]} / {report.facts[k][1]}</td>"
+            f"<td>{report.total_prompt_tokens(k)}</td></tr>" for k in keys)
         parts.append("<h2>What each strategy still shows the model at the end</h2>"
                      "<table class='facts'><tr><th>strategy</th><th>early facts visible</th>"
-                     f"<th>prompt tokens (all turns)</th></tr>{rows}</table>")
+                     f"<th>prompt tokens (all turns)</th></tr>{fact_rows}</table>")
     for thread in report.threads:
         turns = [t for t in report.turns if t.thread_id == thread]
         parts.append(f"<h2 id='{escape(thread)}'>thread {escape(thread)}</h2>"
                      f"<div class='legend'>{legend}</div>{_chart(turns, keys)}")
         head = "".join(f"<th>{escape(k)} tokens</th>" for k in keys)
-        rows = []
+        rows: list[str] = []
         for t in turns:
             folds = " / ".join(f"{t.folds[b]}" for b in report.backends)
             window = "<br>".join(f"<b>{escape(kind)}</b>: {escape(text[:140])}" for kind, text in t.window)

@@ -110,7 +110,7 @@ class PostgresStore(SqlStore):
     # -- cross-process coordination -----------------------------------------------------------
     @contextmanager
     def _advisory(self, key: int) -> Iterator[None]:
-        held: dict[int, int] = self.__dict__.setdefault("_held", {})
+        held: dict[tuple[int, int], int] = self.__dict__.setdefault("_held", {})
         ident = (threading.get_ident(), key)
         if held.get(ident):  # re-entrant within one thread
             held[ident] += 1
