@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -19,6 +20,8 @@ from adapters.stores.base import Store
 from adapters.structured import parse_rendered
 from adapters.summarizer import Summarizer, run_summarizer, summarizer_name
 from adapters.view import MemoryView
+
+logger = logging.getLogger("memshift")
 
 __all__ = ["MemoryBackend"]
 
@@ -76,6 +79,14 @@ class MemoryBackend(ABC):
             self._save(thread_id, messages)
 
     record_folds: bool = True  # a shadow candidate does not write fold records
+
+    def defer_or_raise(self, exc: SummarizerError) -> None:
+        """The policy's answer to a failed fold: raise, or log (no message text) and go on.
+        The turn is stored either way; the fold is retried on the next save."""
+        if self.policy.on_summary_error == "raise":
+            raise exc
+        logger.warning("summary fold deferred (turn stored, retried on the next save): %s",
+                       str(exc).split(":")[0])
 
     def fold(self, thread_id: str, summary: str, window: Sequence[BaseMessage], plan: FoldPlan,
              version: int) -> str:

@@ -15,7 +15,6 @@ summary); the summary text comes from the shared summarization routine.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import uuid
 from collections.abc import Sequence
@@ -46,7 +45,6 @@ __all__ = [
     "split_summary",
 ]
 
-logger = logging.getLogger("memshift.middleware")
 
 FOLD_NODE = "memshift_fold"
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
@@ -134,10 +132,8 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
     def _guarded_fold(self, state: dict[str, Any]) -> dict[str, Any] | None:
         try:
             return self.fold_update(state)
-        except SummarizerError:
-            if self._backend.policy.on_summary_error == "raise":
-                raise
-            logger.warning("summary fold deferred: the summarizer failed; nothing was lost")
+        except SummarizerError as exc:
+            self._backend.defer_or_raise(exc)
             return None
 
     # -- inside create_agent ------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters import MemoryPolicy, redact_url
+from adapters.stores import sqlalchemy_url
 from adapters.errors import ConfigError
 from compat.memory import SummaryMemory
 from compat.migration import MigrationReport, migrate
@@ -23,8 +24,7 @@ def _tables(url: str) -> set[str]:
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1)
-                               .replace("postgres://", "postgresql+psycopg://", 1))
+        engine = create_engine(sqlalchemy_url(url))
         try:
             return set(inspect(engine).get_table_names())
         finally:

@@ -7,7 +7,6 @@ and delegates memory behaviour to one backend from ``adapters``.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 import uuid
@@ -32,7 +31,6 @@ from compat.history import MemshiftChatHistory
 
 __all__ = ["SummaryMemory"]
 
-logger = logging.getLogger("memshift")
 
 BACKEND_ENV = "MEMSHIFT_BACKEND"
 STORE_ENV = "MEMSHIFT_STORE"
@@ -217,7 +215,7 @@ class SummaryMemory(BaseMemory):
             try:
                 self._backend.save(tid, turn, on_locked=under_lock)
             except SummarizerError as exc:
-                self._summary_failed(exc)
+                self._backend.defer_or_raise(exc)
 
     def _fresh_ids(self, thread_id: str, turn: list[BaseMessage]) -> list[BaseMessage]:
         """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
@@ -240,11 +238,6 @@ class SummaryMemory(BaseMemory):
         if self._policy.redact_transcript:
             return redact_messages(messages, self._policy.redactor or default_redactor)
         return list(messages)
-
-    def _summary_failed(self, exc: SummarizerError) -> None:
-        if self._policy.on_summary_error == "raise":
-            raise exc
-        logger.warning("summary fold deferred (turn stored, retried on the next save): %s", exc)
 
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
+from adapters.stores import sqlalchemy_url
 from adapters.middleware import split_summary
 from compat.memory import SummaryMemory
 
@@ -89,8 +90,7 @@ class ClassicHistorySource:
         from sqlalchemy import create_engine
 
         self.url, self.table = url, table
-        self.engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1)
-                                    .replace("postgres://", "postgresql+psycopg://", 1))
+        self.engine = create_engine(sqlalchemy_url(url))
         self.name = f"stock classic history ({table})"
 
     def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:

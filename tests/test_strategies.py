@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from adapters import MemoryPolicy, compare_views
+from adapters import MemoryPolicy
 from compat import ConfigError, SummaryMemory, cli
 from compat.migration import migrate
 from compat.replay import replay_file

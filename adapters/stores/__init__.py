@@ -6,7 +6,7 @@ from adapters.errors import ConfigError
 from adapters.stores.base import ClassicRecord, Store
 from adapters.stores.memory import MemoryStore
 
-__all__ = ["ClassicRecord", "MemoryStore", "Store", "open_store", "redact_url"]
+__all__ = ["ClassicRecord", "MemoryStore", "Store", "open_store", "redact_url", "sqlalchemy_url"]
 
 
 _SECRET_KEYS = ("password", "passwd", "pwd", "pass", "secret", "token", "key", "sslpassword")
@@ -42,6 +42,14 @@ def _options(query: str, redacted: str) -> dict[str, int]:
             raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
         options[key] = int(value)
     return options
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A store URL as SQLAlchemy wants it: PostgreSQL through psycopg 3."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
 
 
 def open_store(url: str | Store | None) -> Store:

@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
+from adapters.stores import sqlalchemy_url
 from adapters.stores.sql import SqlStore, scrub_password
 
 __all__ = ["PostgresStore"]
@@ -74,7 +75,7 @@ class PostgresStore(SqlStore):
         except (psycopg.Error, PoolTimeout) as exc:
             raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}") from None
         engine = create_engine(
-            parts._replace(scheme="postgresql+psycopg").geturl(),
+            sqlalchemy_url(conninfo),
             pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size,
             hide_parameters=True,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from adapters.summarizer import DeterministicSummarizer
 
@@ -67,7 +67,3 @@ class FlakySummarizer:
         if self.failing:
             raise RuntimeError("summarizer is down")
         return self.inner.summarize(summary, messages)  # type: ignore[attr-defined]
-
-
-def is_human(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage)
