@@ -8,8 +8,15 @@ from __future__ import annotations
 
 __memshift__ = True  # marker checked by compat: this ``adapters`` is memshift's
 
-from adapters.base import MemoryBackend
-from adapters.classic import ClassicBackend, PolicySummaryBufferMemory
+from adapters.backends import (
+    BACKENDS,
+    ClassicBackend,
+    MemoryBackend,
+    MemshiftSummarizationMiddleware,
+    MiddlewareBackend,
+    PolicySummaryBufferMemory,
+)
+from adapters.engine import MemoryEngine
 from adapters.errors import (
     BackendConflictError,
     ConfigError,
@@ -22,7 +29,6 @@ from adapters.errors import (
     ThreadIdRequired,
     UnknownArgumentError,
 )
-from adapters.middleware import MemshiftSummarizationMiddleware, MiddlewareBackend
 from adapters.policy import DEFAULT_SUMMARY_PROMPT, FoldPlan, MemoryPolicy
 from adapters.stores import MemoryStore, Store, open_store, redact_url
 from adapters.summarizer import (
@@ -33,11 +39,6 @@ from adapters.summarizer import (
 )
 from adapters.tokens import count_tokens_cjk, tiktoken_counter
 from adapters.view import MemoryView, ThreadRecord, compare_views
-
-BACKENDS: dict[str, type[MemoryBackend]] = {
-    ClassicBackend.name: ClassicBackend,
-    MiddlewareBackend.name: MiddlewareBackend,
-}
 
 __all__ = [
     "BACKENDS",
@@ -52,6 +53,7 @@ __all__ = [
     "InputKeyError",
     "InvalidThreadId",
     "MemoryBackend",
+    "MemoryEngine",
     "MemoryPolicy",
     "MemoryStore",
     "MemoryView",

@@ -76,6 +76,7 @@ class MemoryPolicy:
     summary_retries: int = 2
     on_summary_error: Literal["defer", "raise"] = "defer"
     max_summary_tokens: int | None = None  # cap asked of the model and enforced on the reply
+    summary_timeout: float = 120.0  # seconds per summarizer attempt; a hung call fails the fold
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
     preferences_store: Any = field(default=None, compare=False)  # a LangGraph BaseStore
@@ -111,6 +112,10 @@ class MemoryPolicy:
         if isinstance(self.summary_retries, bool) or not isinstance(self.summary_retries, int) \
                 or self.summary_retries < 0:
             raise ConfigError(f"summary_retries must be an integer >= 0, got {self.summary_retries!r}")
+        timeout = self.summary_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not 0 < timeout <= 86_400:
+            raise ConfigError(f"summary_timeout must be seconds in (0, 86400], got {timeout!r}")
         if self.on_summary_error not in ("defer", "raise"):
             raise ConfigError(
                 f"on_summary_error must be 'defer' or 'raise', got {self.on_summary_error!r}"

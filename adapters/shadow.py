@@ -1,10 +1,11 @@
-"""Shadow backend: write to both, serve the primary, compare at read, never fail on the candidate.
+"""Shadow: write to both engines, serve the primary, compare at read, never hurt the primary.
 
 After GitHub Scientist: the primary's results and exceptions are the caller's; the
-candidate runs on a single background worker (so its writes keep their order), bounded
-by a timeout, and everything it does wrong is recorded as a mismatch, never raised.
-Reads compare the two views. Sampling is per thread (a thread is mirrored completely
-or not at all), so views stay comparable.
+candidate engine runs on one background worker (its writes keep their order) fed by a
+bounded queue (overflow is dropped and counted), shares no lock or transaction with the
+primary, and everything it does wrong is recorded as a mismatch, never raised. A circuit
+breaker turns the candidate off for a cool-down after consecutive failures. Sampling is per
+thread (a thread is mirrored completely or not at all), so views stay comparable.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -22,10 +25,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from adapters.base import MemoryBackend
-from adapters.view import MemoryView, compare_views
+from adapters.engine import MemoryEngine
+from adapters.view import MemoryView, ThreadRecord, compare_views
 
-__all__ = ["Mismatch", "ShadowBackend"]
+__all__ = ["Mismatch", "ShadowEngine"]
 
 logger = logging.getLogger("memshift.shadow")
 
@@ -34,58 +37,78 @@ logger = logging.getLogger("memshift.shadow")
 class Mismatch:
     thread_id: str
     turn: int  # saves seen on the thread by this process
-    kind: str  # "view" | "candidate_error" | "candidate_timeout"
+    kind: str  # "view" | "candidate_error" | "candidate_timeout" | "candidate_dropped" | "candidate_disabled"
     diff: list[str]
+    timings: dict[str, float] = field(default_factory=dict)  # primary_ms, candidate_ms
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
 
-class ShadowBackend(MemoryBackend):
+class ShadowEngine:
     name = "shadow"
 
-    def __init__(
-        self,
-        *,
-        primary: MemoryBackend,
-        candidate: MemoryBackend,
-        sample: float = 1.0,
-        on_mismatch: Callable[[Mismatch], None] | None = None,
-        log_path: str | None = None,
-        timeout: float = 5.0,
-        max_recorded: int = 10_000,
-    ) -> None:
+    def __init__(self, *, primary: MemoryEngine, candidate: MemoryEngine, sample: float = 1.0,
+                 on_mismatch: Callable[[Mismatch], None] | None = None,
+                 log_path: str | None = None, timeout: float = 5.0, max_queue: int = 1000,
+                 breaker_failures: int = 5, breaker_cooldown: float = 60.0,
+                 max_recorded: int = 10_000) -> None:
         self.primary, self.candidate_backend = primary, candidate
-        candidate.record_folds = False  # one store, one set of fold records: the primary's
-        super().__init__(policy=primary.policy, summarizer=primary.summarizer, store=primary.store,
-                         human_prefix=primary.human_prefix, ai_prefix=primary.ai_prefix)
         self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path
         self.timeout, self.max_recorded = timeout, max_recorded
+        self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
         self.mismatches: list[Mismatch] = []
-        self.compared = 0
+        self.compared = self.dropped = 0
         self._turns: dict[str, int] = {}
+        self._failures = 0
+        self._disabled_until = 0.0
         self._guard = threading.Lock()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memshift-shadow")
+        self._queue: queue.Queue[tuple[Future, Callable[[], Any]] | None] = queue.Queue(max_queue)
+        self._worker = threading.Thread(target=self._run, name="memshift-shadow", daemon=True)
+        self._worker.start()
 
-    @property  # type: ignore[override]
+    # -- what the facade reads off an engine ------------------------------------------------
+    policy = property(lambda self: self.primary.policy)
+    store = property(lambda self: self.primary.store)
+    backend = property(lambda self: self.primary.backend)
+
+    @property
     def summarizer(self) -> Any:
         return self.primary.summarizer
 
     @summarizer.setter
     def summarizer(self, value: Any) -> None:  # both sides always share one summarizer
-        self.primary.summarizer = value
-        self.candidate_backend.summarizer = value
+        self.primary.summarizer = self.candidate_backend.summarizer = value
 
-    # -- sampling and recording ----------------------------------------------------------
+    def engines(self) -> list[MemoryEngine]:
+        return [self.primary, self.candidate_backend]
+
+    # -- sampling, breaker, recording -------------------------------------------------------
     def sampled(self, thread_id: str) -> bool:
         if self.sample >= 1:
             return True
-        digest = hashlib.sha256(thread_id.encode()).digest()
+        digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).digest()
         return int.from_bytes(digest[:4], "big") / 2**32 < self.sample
 
-    def _record(self, thread_id: str, kind: str, diff: list[str]) -> None:
+    @property
+    def enabled(self) -> bool:
+        return time.monotonic() >= self._disabled_until
+
+    def _outcome(self, thread_id: str, ok: bool) -> None:
+        with self._guard:
+            self._failures = 0 if ok else self._failures + 1
+            tripped = self._failures >= self.breaker_failures
+            if tripped:
+                self._failures, self._disabled_until = 0, time.monotonic() + self.breaker_cooldown
+        if tripped:
+            self._record(thread_id, "candidate_disabled", [
+                f"{self.breaker_failures} consecutive candidate failures: off for "
+                f"{self.breaker_cooldown:g} s"])
+
+    def _record(self, thread_id: str, kind: str, diff: list[str],
+                timings: dict[str, float] | None = None) -> None:
         redactor = self.policy.redactor  # diffs quote conversation text: scrub it like the rest
         if redactor is not None:
             diff = [redactor(d) for d in diff]
-        mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff)
+        mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {})
         with self._guard:
             if len(self.mismatches) < self.max_recorded:
                 self.mismatches.append(mismatch)
@@ -102,58 +125,110 @@ class ShadowBackend(MemoryBackend):
             except Exception:  # a broken publisher never breaks a request
                 logger.exception("on_mismatch callback failed")
 
-    def _candidate(self, thread_id: str, what: str, fn: Callable[[], Any]) -> Any:
-        """Run on the candidate worker; errors and timeouts are recorded, never raised."""
-        future = self._worker.submit(fn)
-        try:
-            return future.result(timeout=self.timeout)
-        except FutureTimeout:
-            self._record(thread_id, "candidate_timeout", [f"{what} took longer than {self.timeout}s"])
-        except Exception as exc:
-            self._record(thread_id, "candidate_error", [f"{what}: {type(exc).__name__}: {exc}"])
-        return None
+    # -- the candidate worker ----------------------------------------------------------------
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to whoever waits, or recorded
+                    future.set_exception(exc)
 
-    # -- the backend contract -------------------------------------------------------------
+    def _submit(self, thread_id: str, what: str, fn: Callable[[], Any]) -> Future | None:
+        future: Future = Future()
+        try:
+            self._queue.put_nowait((future, fn))
+        except queue.Full:
+            self.dropped += 1
+            self._record(thread_id, "candidate_dropped", [f"{what}: candidate queue full"])
+            return None
+        return future
+
+    def _candidate_write(self, thread_id: str, what: str, fn: Callable[[], Any]) -> None:
+        """Queue a candidate write; its error is recorded when it happens, never raised."""
+        def guarded() -> None:
+            try:
+                fn()
+            except Exception as exc:
+                self._outcome(thread_id, False)
+                self._record(thread_id, "candidate_error", [f"{what}: {type(exc).__name__}: {exc}"])
+            else:
+                self._outcome(thread_id, True)
+        self._submit(thread_id, what, guarded)
+
+    # -- the engine API ----------------------------------------------------------------------
     def load(self, thread_id: str) -> MemoryView:
+        start = time.perf_counter()
         view = self.primary.load(thread_id)
-        if self.sampled(thread_id):
-            other = self._candidate(thread_id, "load",
-                                    lambda: self.candidate_backend.load(thread_id))
-            if other is not None:
-                self.compared += 1
-                diffs = compare_views(view, other)
-                if diffs:
-                    self._record(thread_id, "view", diffs)
+        primary_ms = (time.perf_counter() - start) * 1000
+        if not (self.sampled(thread_id) and self.enabled):
+            return view
+        began = time.perf_counter()
+        future = self._submit(thread_id, "load", lambda: self.candidate_backend.load(thread_id))
+        if future is None:
+            return view
+        try:
+            other = future.result(timeout=self.timeout)
+        except FutureTimeout:
+            future.cancel()
+            self._outcome(thread_id, False)
+            self._record(thread_id, "candidate_timeout",
+                         [f"load took longer than {self.timeout}s"])
+            return view
+        except Exception as exc:
+            self._outcome(thread_id, False)
+            self._record(thread_id, "candidate_error", [f"load: {type(exc).__name__}: {exc}"])
+            return view
+        self._outcome(thread_id, True)
+        timings = {"primary_ms": round(primary_ms, 3),
+                   "candidate_ms": round((time.perf_counter() - began) * 1000, 3)}
+        self.compared += 1
+        if diffs := compare_views(view, other):
+            self._record(thread_id, "view", diffs, timings)
         return view
 
-    def save(self, thread_id: str, messages: Sequence[BaseMessage],
-             on_locked: Callable[[], None] | None = None) -> None:
+    def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
-        mirror = self.sampled(thread_id)
+        mirror = self.sampled(thread_id) and self.enabled
+        stored = list(turn)
         try:
-            self.primary.save(thread_id, messages, on_locked)
+            stored = self.primary.save(thread_id, turn)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             if mirror:
-                self._candidate(thread_id, "save",
-                                lambda: self.candidate_backend.save(thread_id, messages))
-
-    def _save(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:  # pragma: no cover
-        raise NotImplementedError("ShadowBackend.save coordinates both backends itself")
+                self._candidate_write(thread_id, "save",
+                                      lambda: self.candidate_backend.save(thread_id, stored))
+        return stored
 
     def clear(self, thread_id: str) -> None:
         self.primary.clear(thread_id)
-        self._candidate(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
+        self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
 
-    def restore(self, thread_id: str, summary: str, window: Sequence[BaseMessage], folds: int) -> None:
-        """Runs the candidate inline: callers (migration, resummarize) may hold the thread's
-        lock, which the candidate worker would wait for."""
-        self.primary.restore(thread_id, summary, window, folds)
+    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:
+        """The candidate runs inline: migration and resummarize expect both sides written."""
+        if not self.primary.restore(record, **kwargs):
+            return False
         try:
-            self.candidate_backend.restore(thread_id, summary, window, folds)
+            self.candidate_backend.restore(record)
         except Exception as exc:  # recorded, never raised
-            self._record(thread_id, "candidate_error", [f"restore: {type(exc).__name__}: {exc}"])
+            self._record(record.thread_id, "candidate_error",
+                         [f"restore: {type(exc).__name__}: {exc}"])
+        return True
 
-    def close(self) -> None:
-        """Return at once: queued candidate work is cancelled, a running task finishes."""
-        self._worker.shutdown(wait=False, cancel_futures=True)
+    def close(self, drain: bool = False) -> None:
+        """``drain=True`` waits for queued candidate writes; otherwise they are dropped and
+        a running one finishes on its own."""
+        if not drain:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        self._queue.put(None)
+        if drain:
+            self._worker.join()
+        self.primary.close()
+        self.candidate_backend.close()

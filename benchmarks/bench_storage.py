@@ -32,7 +32,7 @@ from langchain.agents.middleware import SummarizationMiddleware  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
-from adapters.middleware import split_summary  # noqa: E402
+from adapters.backends.middleware import split_summary  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
 

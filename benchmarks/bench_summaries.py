@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
-from adapters.middleware import split_summary  # noqa: E402
+from adapters.backends.middleware import split_summary  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.conversations import iter_turns, read_messages  # noqa: E402
 

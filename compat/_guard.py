@@ -35,7 +35,7 @@ def check_adapters_package() -> None:
     spec = importlib.util.find_spec("adapters")
     if spec is None or not spec.submodule_search_locations:
         raise AdaptersConflictError(f"memshift's 'adapters' package is missing. {_FIX}")
-    ours = any((Path(p) / "policy.py").is_file() and (Path(p) / "middleware.py").is_file()
+    ours = any((Path(p) / "policy.py").is_file() and (Path(p) / "engine.py").is_file()
                for p in spec.submodule_search_locations)
     if not ours:
         raise AdaptersConflictError(f"'adapters' at {list(spec.submodule_search_locations)} is not memshift's. {_FIX}")

@@ -19,11 +19,12 @@ from langchain_core.messages import BaseMessage, SystemMessage, get_buffer_strin
 from langchain_core.prompts import BasePromptTemplate
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from adapters import BACKENDS, MemoryBackend, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
-from adapters.errors import ConfigError, SummarizerError, ThreadIdRequired, UnknownArgumentError
+from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
+from adapters._upstream import check_upstream
+from adapters.engine import MemoryEngine
+from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.folds import FoldRecord
-from adapters.redaction import default_redactor, redact_messages
-from adapters.shadow import ShadowBackend
+from adapters.shadow import ShadowEngine
 from adapters.summarizer import CachingSummarizer, resolve_summarizer, summarizer_name
 from compat._keys import resolve_input, resolve_output
 from compat._turns import as_messages, as_turn, check_thread_id
@@ -72,7 +73,7 @@ class SummaryMemory(BaseMemory):
     shadow_log: str | None = None  # else $MEMSHIFT_SHADOW_LOG
     shadow_timeout: float = 5.0
 
-    _backend: MemoryBackend = PrivateAttr()
+    _backend: MemoryEngine | ShadowEngine = PrivateAttr()
     _store: Store = PrivateAttr()
     _policy: MemoryPolicy = PrivateAttr()
 
@@ -91,6 +92,7 @@ class SummaryMemory(BaseMemory):
                 f"unknown backend {name!r} (from {'argument' if self.backend else BACKEND_ENV}); "
                 f"use one of {sorted((*BACKENDS, 'shadow'))}"
             )
+        check_upstream()
         self._policy = self._resolve_policy()
         summarizer = resolve_summarizer(
             self.llm, self.summarizer, prompt=self._policy.prompt,
@@ -106,16 +108,14 @@ class SummaryMemory(BaseMemory):
         else:
             self._backend = self._build(name, self._policy, summarizer)
 
-    def _build(self, name: str, policy: MemoryPolicy, summarizer: Any) -> MemoryBackend:
-        if name not in BACKENDS:
-            raise ConfigError(f"unknown backend {name!r}; use one of {sorted(BACKENDS)}")
-        extra: dict[str, Any] = {"llm": self.llm}
-        if name == "classic":
-            extra["summary_message_cls"] = self.summary_message_cls
-        return BACKENDS[name](policy=policy, summarizer=summarizer, store=self._store,
-                              human_prefix=self.human_prefix, ai_prefix=self.ai_prefix, **extra)
+    def _build(self, name: str, policy: MemoryPolicy, summarizer: Any,
+               owns_transcript: bool = True) -> MemoryEngine:
+        return MemoryEngine(name, policy=policy, summarizer=summarizer, store=self._store,
+                            llm=self.llm, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
+                            summary_message_cls=self.summary_message_cls,
+                            owns_transcript=owns_transcript)
 
-    def _build_shadow(self, summarizer: Any) -> MemoryBackend:
+    def _build_shadow(self, summarizer: Any) -> ShadowEngine:
         if self.primary == self.candidate and self.candidate_policy is None:
             raise ConfigError("shadow needs two different backends or a candidate_policy")
         sample = self.shadow_sample
@@ -128,9 +128,12 @@ class SummaryMemory(BaseMemory):
         if not 0 <= sample <= 1:
             raise ConfigError(f"shadow sample rate must be within [0, 1], got {sample}")
         shared = CachingSummarizer(summarizer)  # one summary when both sides fold the same input
-        return ShadowBackend(
+        if not 0 < self.shadow_timeout <= 3600:
+            raise ConfigError(f"shadow_timeout must be seconds in (0, 3600], got {self.shadow_timeout}")
+        return ShadowEngine(
             primary=self._build(self.primary, self._policy, shared),
-            candidate=self._build(self.candidate, self.candidate_policy or self._policy, shared),
+            candidate=self._build(self.candidate, self.candidate_policy or self._policy, shared,
+                                  owns_transcript=False),
             sample=sample, on_mismatch=self.on_mismatch,
             log_path=self.shadow_log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
             timeout=self.shadow_timeout,
@@ -165,7 +168,8 @@ class SummaryMemory(BaseMemory):
         return self._policy
 
     @property
-    def backend_impl(self) -> MemoryBackend:
+    def backend_impl(self) -> MemoryEngine | ShadowEngine:
+        """The engine behind this memory (``ShadowEngine`` in shadow mode)."""
         return self._backend
 
     @property
@@ -190,8 +194,7 @@ class SummaryMemory(BaseMemory):
     # -- the memshift API ------------------------------------------------------------
     def load(self, thread_id: str | None = None) -> MemoryView:
         tid = self._thread(thread_id)
-        with self._store.guard("load"):
-            return self._backend.load(tid)
+        return self._backend.load(tid)
 
     async def aload(self, thread_id: str | None = None) -> MemoryView:
         return await asyncio.to_thread(self.load, thread_id)
@@ -204,40 +207,12 @@ class SummaryMemory(BaseMemory):
         await self.asave_messages(thread_id, as_turn(human, ai))
 
     def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        """Store already-built messages as one turn (transcript first, then the window)."""
-        tid = self._thread(thread_id)
-        turn = as_messages(messages)
-        def under_lock() -> None:  # ids checked and transcript written in the save's lock
-            turn[:] = self._fresh_ids(tid, turn)
-            self._store.append_transcript(tid, self._for_transcript(turn))
-
-        with self._store.guard("save"):
-            try:
-                self._backend.save(tid, turn, on_locked=under_lock)
-            except SummarizerError as exc:
-                self._backend.defer_or_raise(exc)
-
-    def _fresh_ids(self, thread_id: str, turn: list[BaseMessage]) -> list[BaseMessage]:
-        """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
-        reducer would otherwise replace the earlier message and the transcript skip it."""
-        ids = [m.id for m in turn if m.id is not None]
-        taken = self._store.known_ids(thread_id, ids)
-        out, seen = [], set()
-        for message in turn:
-            if message.id in taken or message.id in seen:
-                message = message.model_copy()
-                message.id = str(uuid.uuid4())
-            seen.add(message.id)
-            out.append(message)
-        return out
+        """Store already-built messages as one turn (transcript, window and state in one
+        transaction; the fold, if due, after it commits)."""
+        self._backend.save(self._thread(thread_id), as_messages(messages))
 
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.save_messages, thread_id, messages)
-
-    def _for_transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        if self._policy.redact_transcript:
-            return redact_messages(messages, self._policy.redactor or default_redactor)
-        return list(messages)
 
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and
@@ -262,40 +237,41 @@ class SummaryMemory(BaseMemory):
         return self._store.iter_thread_ids()
 
     def restore_thread(self, record: ThreadRecord) -> None:
-        """Write a thread's transcript (idempotent by message id), then its summary and window."""
-        tid = check_thread_id(record.thread_id)
-        with self._store.guard("restore"):
-            self._store.append_transcript(tid, self._for_transcript(record.transcript))
-            self._backend.restore(tid, record.summary, record.window, record.folds)
+        """Write a thread's transcript (idempotent by message id), summary and window, in
+        one transaction."""
+        check_thread_id(record.thread_id)
+        self._backend.restore(record)
 
     def resummarize(self, thread_id: str, llm: Any = None,
-                    policy: MemoryPolicy | None = None) -> MemoryView:
+                    policy: MemoryPolicy | None = None, attempts: int = 3) -> MemoryView:
         """Rebuild the running summary from the raw transcript (after a summarizer or prompt
-        change). The transcript is not touched; the new state and a fold record are written
-        only when the whole rebuild succeeded."""
+        change). The rebuild runs with no lock held; it is written (with its fold record, in
+        one transaction) only if no turn was saved meanwhile, else rebuilt again."""
         from compat._rebuild import rebuild_record, summarizer_for
 
         tid = check_thread_id(thread_id)
         policy = policy or self._policy
-        start = time.perf_counter()
         summarizer = summarizer_for(self, policy, llm)
-        # Held throughout: a save meanwhile would be overwritten by the rebuilt window.
-        with self._store.guard("resummarize"), self._store.lock(tid):
+        for _ in range(attempts):
+            start = time.perf_counter()
             transcript = self._store.transcript(tid)
             record = rebuild_record(self, tid, transcript, policy, summarizer)
-            self._backend.restore(tid, record.summary, record.window, record.folds)
-            self._store.append_fold(FoldRecord(
+            folded = len(transcript) - len(record.window)
+            fold = FoldRecord(
                 thread_id=tid, version=record.folds, trigger="resummarize",
                 messages_before=len(transcript), messages_kept=len(record.window),
-                folded=len(transcript) - len(record.window),
-                folded_first_id=transcript[0].id if transcript else None,
-                folded_last_id=transcript[len(transcript) - len(record.window) - 1].id
-                if len(transcript) > len(record.window) else None,
+                folded=folded, folded_first_id=transcript[0].id if folded else None,
+                folded_last_id=transcript[folded - 1].id if folded else None,
                 summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
                 summarizer=summarizer_name(summarizer), prompt_version=policy.prompt_version,
                 duration_ms=round((time.perf_counter() - start) * 1000, 3),
-                backend=self.backend_name).as_dict())
-        return self.load(tid)
+                backend=self.backend_name)
+            last = transcript[-1].id if transcript else None
+            if self._backend.restore(record, expect_last_id=last,
+                                     fold_record=fold):
+                return self.load(tid)
+        raise StoreError(f"resummarize gave up after {attempts} attempts: the thread kept "
+                         "receiving turns; retry when it is quiet")
 
     def reopen(self) -> SummaryMemory:
         """A new memory with this configuration and its own connection to the same store."""
@@ -321,7 +297,7 @@ class SummaryMemory(BaseMemory):
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer holding middleware threads (for ``create_agent``)."""
         self._require_middleware("checkpointer")
-        return self._store.checkpointer
+        return self._store.checkpoints.checkpointer
 
     @property
     def middleware(self) -> Any:
@@ -330,7 +306,7 @@ class SummaryMemory(BaseMemory):
 
     def _require_middleware(self, what: str) -> Any:
         sides = [self._backend]
-        if isinstance(self._backend, ShadowBackend):
+        if isinstance(self._backend, ShadowEngine):
             sides = [self._backend.primary, self._backend.candidate_backend]
         backend = next((b for b in sides if b.name == "middleware"), sides[0])
         if backend.name != "middleware":
@@ -383,9 +359,7 @@ class SummaryMemory(BaseMemory):
 
     def clear(self, thread_id: str | None = None) -> None:
         """Forget the thread's summary and window (the audit transcript is kept)."""
-        tid = self._thread(thread_id)
-        with self._store.guard("clear"):
-            self._backend.clear(tid)
+        self._backend.clear(self._thread(thread_id))
 
     async def aclear(self, thread_id: str | None = None) -> None:
         await asyncio.to_thread(self.clear, thread_id)

@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
 from adapters.stores import sqlalchemy_url
-from adapters.middleware import split_summary
+from adapters.backends.middleware import split_summary
 from compat.memory import SummaryMemory
 
 __all__ = [

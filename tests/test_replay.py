@@ -110,11 +110,11 @@ def test_no_share_labels_model_nondeterminism(monkeypatch: pytest.MonkeyPatch,
 def test_cli_exits_one_on_backend_divergence(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A backend bug (the middleware cut ignoring its summary message) is a divergence."""
-    from adapters.middleware import MemshiftSummarizationMiddleware, split_summary
+    from adapters.backends.middleware import MemshiftSummarizationMiddleware, split_summary
 
     def buggy(self: object, messages: list) -> int:
         _, _, window = split_summary(messages)
-        return self._backend.policy.plan_fold(window).cutoff  # type: ignore[attr-defined]
+        return self.policy.plan_fold(window).cutoff  # type: ignore[attr-defined]
 
     monkeypatch.setattr(MemshiftSummarizationMiddleware, "_determine_cutoff_index", buggy)
     for share in ([], ["--no-share"]):

@@ -1,57 +1,152 @@
-"""The store seam: where a thread's transcript, classic window/summary and checkpoints live.
+"""The store seams, split by concern.
 
-One ``Store`` per URL serves both backends, so the raw transcript sits beside the
-memory it explains and a fold can be one transaction.
+- ``Store``: the thread log (append-only transcript, fold records), transactions, the
+  per-thread lock that lives exactly as long as its transaction, error translation;
+- ``ClassicState``: a classic thread's running summary, fold count and verbatim window;
+- ``Checkpoints``: the LangGraph saver (bound to a transaction for memshift's writes, and a
+  standalone one for ``create_agent``) and checkpoint retention.
+
+Every write goes through ``Store.transaction(thread_id)``: one connection, one transaction,
+the thread's lock held for exactly that transaction. The summarizer is never called inside
+one (the engine commits the turn first and folds afterwards).
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["ClassicRecord", "Store"]
+__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Store", "Tx"]
 
 
-@dataclass(frozen=True)
-class ClassicRecord:
-    """The part of a classic thread that stock ``ConversationSummaryBufferMemory`` never persists."""
+class Tx:
+    """An open transaction on one store, for one thread. Stores subclass it."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+
+
+@dataclass
+class ClassicSnapshot:
+    """A classic thread as one transaction sees it. ``rows`` are opaque row keys, one per
+    window message, so a fold can delete exactly the prefix it summarized."""
 
     summary: str = ""
     folds: int = 0
+    window: list[BaseMessage] = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)
+
+
+class ClassicState(ABC):
+    """Where a classic thread's summary and window live (stock never persists the summary)."""
+
+    @abstractmethod
+    def read(self, tx: Tx) -> ClassicSnapshot:
+        """The thread's summary, fold count and window inside ``tx``."""
+
+    @abstractmethod
+    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
+        """Append to the window; return the new rows' keys."""
+
+    @abstractmethod
+    def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
+        """Write the new summary and delete the folded prefix (rows ``drop``)."""
+
+    @abstractmethod
+    def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
+        """Overwrite summary and window (restore, migration, rollback)."""
+
+    @abstractmethod
+    def clear(self, tx: Tx) -> None:
+        """Forget summary and window (the transcript stays)."""
+
+
+class Checkpoints(ABC):
+    """LangGraph checkpoints of middleware threads."""
+
+    keep: int = 4  # checkpoints kept per thread by retention
+
+    @abstractmethod
+    def saver(self, tx: Tx) -> BaseCheckpointSaver:
+        """A saver whose reads and writes happen inside ``tx``."""
+
+    @property
+    @abstractmethod
+    def checkpointer(self) -> BaseCheckpointSaver:
+        """A standalone saver for ``create_agent`` (its own connections)."""
+
+    @abstractmethod
+    def retain(self, tx: Tx) -> None:
+        """Keep the newest ``keep`` root-namespace checkpoints of the thread (and what they use)."""
+
+    def delete(self, tx: Tx) -> None:
+        """Forget the thread's checkpoints."""
+        self.saver(tx).delete_thread(tx.thread_id)
+
+    def close(self) -> None:
+        """Release the standalone checkpointer's connections."""
 
 
 class Store(ABC):
     """Persistence for one store URL. Thread ids are data: never paths, never SQL."""
 
     url: str  # redacted: never carries a password
-
-    lock_stripes = 256  # bounded memory for any number of threads; re-entrant per stripe
+    classic: ClassicState
+    checkpoints: Checkpoints
+    lock_stripes = 256  # in-process part of a thread lock: bounded memory for any number of threads
 
     def __init__(self) -> None:
-        self._locks = [threading.RLock() for _ in range(self.lock_stripes)]
+        self._stripes = [threading.Lock() for _ in range(self.lock_stripes)]
 
-    # -- raw transcript (append-only) --------------------------------------------------
+    # -- transactions --------------------------------------------------------------------
+    @abstractmethod
+    def transaction(self, thread_id: str) -> AbstractContextManager[Tx]:
+        """One write unit for ``thread_id``: lock and transaction begin and end together.
+        On any error the whole unit rolls back and ``StoreError`` is raised."""
+
+    @abstractmethod
+    def snapshot(self, thread_id: str) -> AbstractContextManager[Tx]:
+        """A read-only, consistent view of one thread (no lock)."""
+
+    @contextmanager
+    def _stripe(self, thread_id: str) -> Iterator[None]:
+        """Writers of one thread in this process queue here, not on the database lock."""
+        from adapters.stores.url import stripe_of
+
+        with self._stripes[stripe_of(thread_id, self.lock_stripes)]:
+            yield
+
+    # -- thread log ----------------------------------------------------------------------
+    @abstractmethod
+    def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        """Append to the thread's transcript (message ids are unique per thread)."""
+
+    @abstractmethod
+    def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the thread's transcript holds."""
+
+    @abstractmethod
+    def last_ids(self, tx: Tx, n: int) -> list[str]:
+        """The ids of the thread's newest ``n`` transcript messages, oldest first."""
+
+    @abstractmethod
+    def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
+        """Persist one fold record, in the transaction that writes the state it describes."""
+
     @abstractmethod
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
 
     @abstractmethod
-    def append_transcript(self, thread_id: str, messages: Sequence[BaseMessage]) -> int:
-        """Append messages whose ids the thread does not hold yet; return how many were new."""
-
-    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
-        """The subset of ``ids`` that the thread's transcript holds."""
-        wanted = set(ids)
-        return {m.id for m in self.transcript(thread_id) if m.id in wanted} if wanted else set()
+    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's fold records, oldest first."""
 
     @abstractmethod
     def thread_ids(self) -> list[str]:
@@ -61,51 +156,7 @@ class Store(ABC):
         """Threads with a transcript, streamed (SQL stores page through them)."""
         return iter(self.thread_ids())
 
-    # -- fold records ------------------------------------------------------------------
-    @abstractmethod
-    def append_fold(self, record: dict[str, Any]) -> None:
-        """Persist one fold record (see ``adapters.folds.FoldRecord``)."""
-
-    @abstractmethod
-    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
-        """The thread's fold records, oldest first."""
-
-    # -- classic backend -------------------------------------------------------------
-    @abstractmethod
-    def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
-        """The verbatim window of a classic thread, as a real LangChain chat history."""
-
-    @abstractmethod
-    def classic_record(self, thread_id: str) -> ClassicRecord:
-        """The persisted running summary and fold count."""
-
-    @abstractmethod
-    def classic_fold(
-        self, thread_id: str, summary: str, folds: int, window: Sequence[BaseMessage]
-    ) -> None:
-        """Write the new summary and replace the window in one step (both or neither)."""
-
-    @abstractmethod
-    def classic_clear(self, thread_id: str) -> None:
-        """Forget the window and summary (the transcript stays)."""
-
-    # -- middleware backend ------------------------------------------------------------
-    @property
-    @abstractmethod
-    def checkpointer(self) -> BaseCheckpointSaver:
-        """The LangGraph checkpointer that ``create_agent`` continues threads on."""
-
-    def retain(self, thread_id: str) -> None:
-        """Drop old checkpoints of a thread (retention). Default: keep everything."""
-
-    # -- coordination ------------------------------------------------------------------
-    @contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        """Serialise writers of one thread (in-process; SQL stores add cross-process locks)."""
-        digest = hashlib.blake2b(thread_id.encode(), digest_size=4).digest()
-        with self._locks[int.from_bytes(digest, "big") % self.lock_stripes]:
-            yield
-
+    # -- errors and lifetime ---------------------------------------------------------------
     @contextmanager
     def guard(self, what: str = "store operation") -> Iterator[None]:
         """Translate driver errors into ``StoreError`` (SQL stores); no-op in memory."""
@@ -113,3 +164,4 @@ class Store(ABC):
 
     def close(self) -> None:
         """Release connections."""
+        self.checkpoints.close()

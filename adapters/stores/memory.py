@@ -1,19 +1,107 @@
-"""In-process store: InMemoryChatMessageHistory windows and an InMemorySaver."""
+"""In-process store: dicts, an ``InMemorySaver``, and an undo log per transaction.
+
+A transaction holds the thread's lock stripe; each write registers its undo, so an error
+anywhere in the unit leaves the thread as it was (the checkpoint write comes last).
+"""
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from adapters.stores.base import ClassicRecord, Store
+from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Store, Tx
 
 __all__ = ["MemoryStore"]
+
+
+def _copy(message: BaseMessage) -> BaseMessage:
+    return message.model_copy(deep=True)
+
+
+class MemoryTx(Tx):
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self.undo: list[Callable[[], None]] = []
+
+
+class _MemoryClassic(ClassicState):
+    def __init__(self, guard: threading.RLock) -> None:
+        self._guard = guard
+        self._rows = itertools.count(1)
+        self._state: dict[str, tuple[str, int]] = {}
+        self._windows: dict[str, list[tuple[int, BaseMessage]]] = {}
+
+    def _remember(self, tx: Tx) -> None:
+        tid = tx.thread_id
+        state, window = self._state.get(tid), list(self._windows.get(tid, []))
+
+        def undo() -> None:
+            if state is None:
+                self._state.pop(tid, None)
+            else:
+                self._state[tid] = state
+            self._windows[tid] = window
+        assert isinstance(tx, MemoryTx)
+        tx.undo.append(undo)
+
+    def read(self, tx: Tx) -> ClassicSnapshot:
+        with self._guard:
+            summary, folds = self._state.get(tx.thread_id, ("", 0))
+            rows = self._windows.get(tx.thread_id, [])
+            return ClassicSnapshot(summary, folds, [_copy(m) for _, m in rows], [r for r, _ in rows])
+
+    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
+        with self._guard:
+            self._remember(tx)
+            new = [(next(self._rows), _copy(m)) for m in messages]
+            self._windows.setdefault(tx.thread_id, []).extend(new)
+            return [r for r, _ in new]
+
+    def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
+        with self._guard:
+            self._remember(tx)
+            doomed = set(drop)
+            self._windows[tx.thread_id] = [
+                (r, m) for r, m in self._windows.get(tx.thread_id, []) if r not in doomed]
+            self._state[tx.thread_id] = (summary, folds)
+
+    def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
+        with self._guard:
+            self._remember(tx)
+            self._windows[tx.thread_id] = [(next(self._rows), _copy(m)) for m in window]
+            self._state[tx.thread_id] = (summary, folds)
+
+    def clear(self, tx: Tx) -> None:
+        with self._guard:
+            self._remember(tx)
+            self._windows.pop(tx.thread_id, None)
+            self._state.pop(tx.thread_id, None)
+
+
+class _MemoryCheckpoints(Checkpoints):
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._saver = InMemorySaver()
+
+    def saver(self, tx: Tx) -> BaseCheckpointSaver:
+        return self._saver
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver:
+        return self._saver
+
+    def retain(self, tx: Tx) -> None:
+        """Keep the newest checkpoints of the root namespace, their writes and their blobs."""
+        from adapters._upstream import inmemory_retain
+
+        inmemory_retain(self._saver, tx.thread_id, self.keep)
 
 
 class MemoryStore(Store):
@@ -23,88 +111,78 @@ class MemoryStore(Store):
 
     def __init__(self, *, keep_checkpoints: int = 4) -> None:
         super().__init__()
-        self.keep_checkpoints = keep_checkpoints
         self._guard = threading.RLock()
         self._transcripts: dict[str, list[BaseMessage]] = {}
         self._transcript_ids: dict[str, set[str]] = {}
-        self._histories: dict[str, InMemoryChatMessageHistory] = {}
-        self._records: dict[str, ClassicRecord] = {}
-        self._saver = InMemorySaver()
         self._folds: dict[str, list[dict[str, Any]]] = {}
+        self.classic = _MemoryClassic(self._guard)
+        self.checkpoints = _MemoryCheckpoints(keep_checkpoints)
 
-    def transcript(self, thread_id: str) -> list[BaseMessage]:
-        with self._guard:
-            return [m.model_copy(deep=True) for m in self._transcripts.get(thread_id, [])]
+    @property
+    def keep_checkpoints(self) -> int:
+        return self.checkpoints.keep
 
-    def append_transcript(self, thread_id: str, messages: Sequence[BaseMessage]) -> int:
+    @contextmanager
+    def transaction(self, thread_id: str) -> Iterator[Tx]:
+        with self._stripe(thread_id):
+            tx = MemoryTx(thread_id)
+            try:
+                yield tx
+            except BaseException:
+                with self._guard:
+                    for undo in reversed(tx.undo):
+                        undo()
+                raise
+
+    @contextmanager
+    def snapshot(self, thread_id: str) -> Iterator[Tx]:
+        yield MemoryTx(thread_id)
+
+    # -- thread log ----------------------------------------------------------------------
+    def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        tid = tx.thread_id
         with self._guard:
-            log = self._transcripts.setdefault(thread_id, [])
-            ids = self._transcript_ids.setdefault(thread_id, set())
-            added = 0
+            log = self._transcripts.setdefault(tid, [])
+            ids = self._transcript_ids.setdefault(tid, set())
+            size, added = len(log), [m.id for m in messages if m.id is not None and m.id not in ids]
+
+            def undo() -> None:
+                del log[size:]
+                ids.difference_update(added)
+                if not log:
+                    self._transcripts.pop(tid, None)
+            assert isinstance(tx, MemoryTx)
+            tx.undo.append(undo)
             for message in messages:
                 if message.id is not None and message.id in ids:
                     continue
-                log.append(message.model_copy(deep=True))
+                log.append(_copy(message))
                 if message.id is not None:
                     ids.add(message.id)
-                added += 1
-            return added
 
-    def known_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+    def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
         with self._guard:
-            return set(ids) & self._transcript_ids.get(thread_id, set())
+            return set(ids) & self._transcript_ids.get(tx.thread_id, set())
 
-    def thread_ids(self) -> list[str]:
+    def last_ids(self, tx: Tx, n: int) -> list[str]:
         with self._guard:
-            return list(self._transcripts)
+            return [m.id or "" for m in self._transcripts.get(tx.thread_id, [])[-n:]]
 
-    def append_fold(self, record: dict[str, Any]) -> None:
+    def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
         with self._guard:
-            self._folds.setdefault(record["thread_id"], []).append(dict(record))
+            records = self._folds.setdefault(tx.thread_id, [])
+            records.append(dict(record))
+            assert isinstance(tx, MemoryTx)
+            tx.undo.append(records.pop)
+
+    def transcript(self, thread_id: str) -> list[BaseMessage]:
+        with self._guard:
+            return [_copy(m) for m in self._transcripts.get(thread_id, [])]
 
     def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
         with self._guard:
             return [dict(r) for r in self._folds.get(thread_id, [])]
 
-    def classic_history(self, thread_id: str) -> BaseChatMessageHistory:
+    def thread_ids(self) -> list[str]:
         with self._guard:
-            return self._histories.setdefault(thread_id, InMemoryChatMessageHistory())
-
-    def classic_record(self, thread_id: str) -> ClassicRecord:
-        with self._guard:
-            return self._records.get(thread_id, ClassicRecord())
-
-    def classic_fold(
-        self, thread_id: str, summary: str, folds: int, window: Sequence[BaseMessage]
-    ) -> None:
-        with self._guard:
-            history = self._histories.setdefault(thread_id, InMemoryChatMessageHistory())
-            history.messages = list(window)
-            self._records[thread_id] = ClassicRecord(summary=summary, folds=folds)
-
-    def classic_clear(self, thread_id: str) -> None:
-        with self._guard:
-            self._histories.pop(thread_id, None)
-            self._records.pop(thread_id, None)
-
-    @property
-    def checkpointer(self) -> BaseCheckpointSaver:
-        return self._saver
-
-    def retain(self, thread_id: str) -> None:
-        """Keep the newest checkpoints of the root namespace, their writes and their blobs."""
-        saver = self._saver
-        checkpoints = saver.storage.get(thread_id, {}).get("")
-        if not checkpoints or len(checkpoints) <= self.keep_checkpoints:
-            return
-        doomed = sorted(checkpoints)[: -self.keep_checkpoints]
-        for checkpoint_id in doomed:
-            checkpoints.pop(checkpoint_id, None)
-            saver.writes.pop((thread_id, "", checkpoint_id), None)
-        live: set[tuple] = set()
-        for serialized, _meta, _parent in checkpoints.values():
-            versions = saver.serde.loads_typed(serialized).get("channel_versions", {})
-            live.update((thread_id, "", ch, v) for ch, v in versions.items())
-        for key in [k for k in list(saver.blobs)  # a snapshot: other threads write meanwhile
-                    if k[0] == thread_id and k[1] == "" and k not in live]:
-            saver.blobs.pop(key, None)
+            return list(self._transcripts)

@@ -1,143 +1,145 @@
-"""Scale-out store: PostgreSQL via psycopg 3 pools, ``PostgresSaver`` for checkpoints.
+"""Scale-out store: PostgreSQL via psycopg 3.
 
-Writers to one thread are serialised across processes with a session advisory lock
-keyed by a hash of the thread id (parameterised; the id is never spliced into SQL).
-``PostgresSaver.setup()`` runs once under a global advisory lock (concurrent setup
-from several processes fails otherwise). Retention is ``prune(keep_latest)``, retried
-on serialization failures and deadlocks.
+A write is one connection checkout and one transaction. Its first statement takes
+``pg_advisory_xact_lock(hash(thread id))``: the lock ends with the transaction, so a dead
+connection rolls the turn back and releases the lock together, and a committed turn is
+never overwritten. ``PostgresSaver`` joins the same transaction for checkpoint writes.
+
+Schema setup (memshift's tables, ``PostgresSaver.setup()``) runs under a *try*-lock that
+waiters poll: ``setup()`` runs ``CREATE INDEX CONCURRENTLY``, which waits for every open
+transaction, so a waiter blocked in ``pg_advisory_lock`` would close a cycle PostgreSQL
+cannot see.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
-from adapters.stores import sqlalchemy_url
-from adapters.stores.sql import SqlStore, scrub_password
+from adapters.stores.base import Checkpoints, Tx
+from adapters.stores.sql import SqlStore, _conn, metadata, scrub_password
+from adapters.stores.url import lock_key, sqlalchemy_url
 
 __all__ = ["PostgresStore"]
 
 _SETUP_LOCK_KEY = 0x6D656D7368696674  # "memshift"
-PRUNE_ATTEMPTS = 5
+SETUP_TIMEOUT_S = 300.0
 
 
-def _lock_key(thread_id: str) -> int:
-    """A signed 64-bit advisory-lock key for a thread id."""
-    return int.from_bytes(hashlib.blake2b(thread_id.encode(), digest_size=8).digest(), "big",
-                          signed=True)
+class _PostgresCheckpoints(Checkpoints):
+    def __init__(self, store: PostgresStore, keep: int) -> None:
+        self.store, self.keep = store, keep
+        self._pool: Any = None
+        self._standalone: BaseCheckpointSaver | None = None
+
+    def saver(self, tx: Tx) -> BaseCheckpointSaver:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        return PostgresSaver(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver:
+        """A ``PostgresSaver`` on its own small pool (opened on first use)."""
+        if self._standalone is None:
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+            from psycopg_pool import ConnectionPool
+
+            with self.store.guard("open checkpointer"):
+                self._pool = ConnectionPool(
+                    self.store.conninfo, min_size=1, max_size=4, open=True,
+                    kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+                self._standalone = PostgresSaver(self._pool)  # type: ignore[arg-type]
+        return self._standalone
+
+    def retain(self, tx: Tx) -> None:
+        from adapters._upstream import postgres_retain_statements
+
+        conn = _conn(tx)
+        for statement in postgres_retain_statements():
+            conn.exec_driver_sql(statement, {"thread_id": tx.thread_id, "keep": self.keep})
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = self._standalone = None
 
 
 class PostgresStore(SqlStore):
     """``postgresql://user:password@host:port/dbname`` (``postgres://`` accepted)."""
 
-    def __init__(self, url: str, redacted: str, *, pool_size: int = 8) -> None:
+    def __init__(self, url: str, redacted: str, *, keep_checkpoints: int = 4,
+                 pool_size: int = 8) -> None:
         try:
             import psycopg
-            from psycopg.rows import dict_row
-            from psycopg_pool import ConnectionPool, PoolTimeout
         except ImportError as exc:
             raise ConfigError("postgresql stores need: pip install 'memshift[postgres]'") from exc
-        self.translated = (SQLAlchemyError, psycopg.Error, PoolTimeout)
+        self.translated = (SQLAlchemyError, psycopg.Error)
         parts = urlsplit(url)
         if not parts.path.strip("/"):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
-        conninfo = parts._replace(scheme="postgresql").geturl()
+        self.conninfo = parts._replace(scheme="postgresql").geturl()
         self._secret = parts.password
-        self._psycopg = psycopg
-        self._pool_kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-        self.url = redacted
-        try:  # fail fast and clearly (a refused connection would wait out the pool timeout)
-            psycopg.connect(conninfo, connect_timeout=10).close()
+        try:  # fail fast and clearly
+            psycopg.connect(self.conninfo, connect_timeout=10).close()
         except psycopg.Error as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}: "
                              f"{scrub_password(detail, parts.password)}") from None
-        try:
-            self._pool = ConnectionPool(conninfo, kwargs=self._pool_kwargs, min_size=1,
-                                        max_size=pool_size, open=False,
-                                        check=ConnectionPool.check_connection)
-            self._locks_pool = ConnectionPool(conninfo, kwargs={"autocommit": True}, min_size=0,
-                                              max_size=pool_size * 2, open=False,
-                                              check=ConnectionPool.check_connection)
-            self._pool.open(wait=True, timeout=15)
-            self._locks_pool.open()
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}") from None
-        engine = create_engine(
-            sqlalchemy_url(conninfo),
-            pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size,
-            hide_parameters=True,
-        )
-        with self._advisory(_SETUP_LOCK_KEY):
-            super().__init__(redacted, engine)
-            from langgraph.checkpoint.postgres import PostgresSaver
+        engine = create_engine(sqlalchemy_url(self.conninfo), pool_size=pool_size,
+                               max_overflow=pool_size, hide_parameters=True,
+                               connect_args={"prepare_threshold": None})
+        super().__init__(redacted, engine)
+        self.checkpoints = _PostgresCheckpoints(self, keep_checkpoints)
+        self._setup(psycopg)
 
-            self._saver = PostgresSaver(self._pool)  # type: ignore[arg-type]
-            with self.guard("checkpointer setup"):
-                self._saver.setup()
+    @property
+    def keep_checkpoints(self) -> int:
+        return self.checkpoints.keep
 
-    # -- dialect ---------------------------------------------------------------------
+    def _setup(self, psycopg: Any) -> None:
+        """Create memshift's and LangGraph's tables once, whatever number of processes
+        start at the same time (try-lock polling: never a blocked lock across CONCURRENTLY)."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        with self.guard("schema setup"), psycopg.connect(
+                self.conninfo, autocommit=True, row_factory=dict_row) as conn:
+            while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
+                                   (_SETUP_LOCK_KEY,)).fetchone()["ok"]:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"schema setup on {self.url}: another process held the "
+                                     f"setup lock for {SETUP_TIMEOUT_S:.0f} s")
+                time.sleep(0.05)
+            try:
+                metadata.create_all(self.engine)
+                self._widen_window_ids()
+                PostgresSaver(conn).setup()  # type: ignore[arg-type]
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+
+    def _widen_window_ids(self) -> None:
+        """Stores created by memshift 0.1 have a 32-bit window id: widen it once."""
+        with self.engine.begin() as conn:
+            kind = conn.execute(text(
+                "SELECT data_type FROM information_schema.columns WHERE table_name = "
+                "'memshift_window' AND column_name = 'id' AND table_schema = current_schema()"
+            )).scalar()
+            if kind == "integer":
+                conn.execute(text("ALTER TABLE memshift_window ALTER COLUMN id TYPE BIGINT"))
+                conn.execute(text("ALTER SEQUENCE IF EXISTS memshift_window_id_seq AS BIGINT"))
+
     def _dialect_insert(self, table: Any) -> Any:
         return pg_insert(table)
 
-    # -- checkpoints -------------------------------------------------------------------
-    @property
-    def checkpointer(self) -> BaseCheckpointSaver:
-        return self._saver
-
-    def retain(self, thread_id: str) -> None:
-        errors = self._psycopg.errors
-        for attempt in range(1, PRUNE_ATTEMPTS + 1):
-            with self.guard("retention"):
-                try:
-                    self._saver.prune([thread_id], strategy="keep_latest")
-                    return
-                except (errors.SerializationFailure, errors.DeadlockDetected):
-                    if attempt == PRUNE_ATTEMPTS:
-                        raise
-            time.sleep(0.02 * attempt)
-
-    # -- cross-process coordination -----------------------------------------------------------
-    @contextmanager
-    def _advisory(self, key: int) -> Iterator[None]:
-        held: dict[tuple[int, int], int] = self.__dict__.setdefault("_held", {})
-        ident = (threading.get_ident(), key)
-        if held.get(ident):  # re-entrant within one thread
-            held[ident] += 1
-            try:
-                yield
-            finally:
-                held[ident] -= 1
-            return
-        with self.guard("advisory lock"), self._locks_pool.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            held[ident] = 1
-            try:
-                yield
-            finally:
-                held.pop(ident, None)
-                try:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                except self._psycopg.Error:
-                    pass  # the session ended: the server released the lock with it
-
-    @contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        with super().lock(thread_id), self._advisory(_lock_key(thread_id)):
-            yield
-
-    def close(self) -> None:
-        self._pool.close()
-        self._locks_pool.close()
-        super().close()
+    def _lock(self, conn: Connection, thread_id: str) -> None:
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": lock_key(thread_id)})

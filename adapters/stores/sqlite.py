@@ -1,9 +1,10 @@
 """Embedded store: one SQLite file, zero setup, safe across processes.
 
-WAL, a long busy timeout, memshift's tables created before LangChain's, and a file
-lock that serialises writers across processes (SQLite allows one writer anyway).
-``SqliteSaver`` has no ``prune()``: retention deletes old rows of ``checkpoints`` and
-``writes`` in the root namespace (checkpoint ids sort by time).
+A write is one ``BEGIN IMMEDIATE`` transaction on one connection: SQLite's writer lock is
+the thread lock, held only while the turn is written (never during a summarizer call).
+``SqliteSaver`` joins that transaction (its per-call commit is disabled for memshift's
+writes). Schema creation runs under a file lock, so any number of processes may open a
+fresh file at once. WAL, ``synchronous=NORMAL``, a long busy timeout.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,10 +20,12 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import create_engine, event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError
-from adapters.stores.sql import SqlStore
+from adapters.stores.base import Checkpoints, Tx
+from adapters.stores.sql import SqlStore, _conn, metadata
 
 __all__ = ["SqliteStore"]
 
@@ -34,6 +36,63 @@ def _pragmas(conn: Any) -> None:
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+
+
+@contextmanager
+def _file_lock(path: str) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class _SqliteCheckpoints(Checkpoints):
+    def __init__(self, store: SqliteStore, keep: int) -> None:
+        self.store, self.keep = store, keep
+        self._standalone: BaseCheckpointSaver | None = None
+
+    def saver(self, tx: Tx) -> BaseCheckpointSaver:
+        from adapters._upstream import sqlite_saver_in_transaction
+
+        return sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver:
+        if self._standalone is None:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            with self.store.guard("open checkpointer"):
+                conn = sqlite3.connect(str(self.store.path), check_same_thread=False,
+                                       timeout=BUSY_TIMEOUT_S)
+                _pragmas(conn)
+                saver = SqliteSaver(conn)
+                saver.is_setup = True  # the store created the tables under its file lock
+            self._standalone = saver
+        return self._standalone
+
+    def retain(self, tx: Tx) -> None:
+        """Keep the newest ``keep`` checkpoints of the thread's root namespace (SqliteSaver
+        has no ``prune``)."""
+        from adapters._upstream import SQLITE_CHECKPOINT_TABLES
+
+        keep = ("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT ?")
+        conn = _conn(tx)
+        for table in SQLITE_CHECKPOINT_TABLES:
+            conn.exec_driver_sql(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
+                f"AND checkpoint_id NOT IN ({keep})",
+                (tx.thread_id, tx.thread_id, self.keep))
+
+    def close(self) -> None:
+        if self._standalone is not None:
+            self._standalone.conn.close()  # type: ignore[attr-defined]
+            self._standalone = None
 
 
 class SqliteStore(SqlStore):
@@ -47,77 +106,37 @@ class SqliteStore(SqlStore):
             raise ConfigError(f"sqlite URL needs a file path: sqlite:///file.db, got {url!r}")
         self.path = Path(path[1:])  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.keep_checkpoints = keep_checkpoints
-        self._lock_path = str(self.path) + ".memshift-lock"
-        self._depth = threading.local()
         engine = create_engine(f"sqlite:///{self.path}", connect_args={
-            "timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
-        event.listen(engine, "connect", lambda dbapi, _: _pragmas(dbapi))
-        super().__init__(url, engine)  # memshift's tables first
-        self._saver: BaseCheckpointSaver | None = None
+            "timeout": BUSY_TIMEOUT_S, "check_same_thread": False, "isolation_level": None})
 
-    # -- dialect ---------------------------------------------------------------------
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi: Any, _record: Any) -> None:
+            _pragmas(dbapi)
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:  # writers take SQLite's lock up front
+            write = conn.get_execution_options().get("memshift_write")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        super().__init__(url, engine)
+        self.checkpoints = _SqliteCheckpoints(self, keep_checkpoints)
+        with self.guard("create tables"), _file_lock(str(self.path) + ".memshift-lock"):
+            metadata.create_all(engine)
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            setup = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+            try:
+                _pragmas(setup)
+                SqliteSaver(setup).setup()
+            finally:
+                setup.close()
+
+    @property
+    def keep_checkpoints(self) -> int:
+        return self.checkpoints.keep
+
     def _dialect_insert(self, table: Any) -> Any:
         return sqlite_insert(table)
 
-    # -- checkpoints -------------------------------------------------------------------
-    @property
-    def checkpointer(self) -> BaseCheckpointSaver:
-        if self._saver is None:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            with self.guard("open checkpointer"), self._file_lock():
-                conn = sqlite3.connect(str(self.path), check_same_thread=False,
-                                       timeout=BUSY_TIMEOUT_S)
-                _pragmas(conn)
-                saver = SqliteSaver(conn)
-                saver.setup()
-            self._saver = saver
-        return self._saver
-
-    def retain(self, thread_id: str) -> None:
-        """Keep the newest ``keep_checkpoints`` checkpoints of the thread's root namespace."""
-        saver: Any = self.checkpointer
-        keep = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' " \
-               "ORDER BY checkpoint_id DESC LIMIT ?"
-        with self.guard("retention"), saver.cursor() as cur:
-            for table in ("writes", "checkpoints"):
-                cur.execute(
-                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
-                    f"AND checkpoint_id NOT IN ({keep})",
-                    (thread_id, thread_id, self.keep_checkpoints),
-                )
-
-    # -- cross-process coordination -----------------------------------------------------------
-    @contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        depth = getattr(self._depth, "n", 0)
-        if depth:
-            self._depth.n = depth + 1
-            try:
-                yield
-            finally:
-                self._depth.n = depth
-            return
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._depth.n = 1
-            try:
-                yield
-            finally:
-                self._depth.n = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    @contextmanager
-    def lock(self, thread_id: str) -> Iterator[None]:
-        with super().lock(thread_id), self._file_lock():
-            yield
-
-    def close(self) -> None:
-        if self._saver is not None:
-            self._saver.conn.close()  # type: ignore[attr-defined]
-            self._saver = None
-        super().close()
+    def _lock(self, conn: Connection, thread_id: str) -> None:
+        """``BEGIN IMMEDIATE`` (in the begin event) already holds SQLite's one writer lock."""

@@ -1,0 +1,140 @@
+"""Every private LangChain / LangGraph detail memshift relies on, in one place.
+
+Read this module when LangChain or LangGraph releases. ``check_upstream()`` runs when a
+memory is built and fails, naming the installed versions, when a hook has gone; the spy
+tests (``tests/test_upstream.py``) prove the stock entry points still call the overrides.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import metadata
+from typing import Any
+
+from adapters.errors import ConfigError
+
+__all__ = [
+    "CLASSIC_HOOKS",
+    "MIDDLEWARE_HOOKS",
+    "SQLITE_CHECKPOINT_TABLES",
+    "check_upstream",
+    "inmemory_retain",
+    "postgres_retain_statements",
+    "sqlite_saver_in_transaction",
+]
+
+# Overridden methods the stock code must call (spy-tested).
+MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_create_summary",
+                    "_partition_messages", "_build_new_messages", "_ensure_message_ids")
+CLASSIC_HOOKS = ("prune", "predict_new_summary", "moving_summary_buffer")
+# Saver internals used for retention and for joining memshift's transaction.
+SQLITE_CHECKPOINT_TABLES = ("writes", "checkpoints")
+_SAVER_ATTRS = {
+    "langgraph.checkpoint.sqlite:SqliteSaver": ("cursor", "is_setup", "conn", "lock"),
+    "langgraph.checkpoint.memory:InMemorySaver": ("storage", "writes", "blobs", "serde"),
+}
+
+_checked = False
+
+
+def _versions() -> str:
+    names = ("langchain", "langchain-classic", "langchain-core", "langgraph",
+             "langgraph-checkpoint")
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found)
+
+
+def check_upstream() -> None:
+    """Fail loudly, naming the installed versions, when a relied-on hook is missing."""
+    global _checked
+    if _checked:
+        return
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+
+    missing = [f"SummarizationMiddleware.{h}" for h in MIDDLEWARE_HOOKS
+               if not hasattr(SummarizationMiddleware, h)]
+    fields = getattr(ConversationSummaryBufferMemory, "model_fields", {})
+    missing += [f"ConversationSummaryBufferMemory.{h}" for h in CLASSIC_HOOKS
+                if not hasattr(ConversationSummaryBufferMemory, h) and h not in fields]
+    for target, attrs in _SAVER_ATTRS.items():
+        module, _, cls_name = target.partition(":")
+        try:
+            cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+        except ImportError:
+            continue  # an optional extra that is not installed
+        probe = cls.__new__(cls)
+        if module.endswith("memory"):
+            probe.__init__()
+        missing += [f"{cls_name}.{a}" for a in attrs
+                    if not hasattr(cls, a) and not hasattr(probe, a) and a not in ("conn", "lock",
+                                                                                    "is_setup")]
+    if missing:
+        raise ConfigError(
+            f"memshift relies on {', '.join(missing)}, missing in the installed versions "
+            f"({_versions()}); install the versions pinned by memshift")
+    _checked = True
+
+
+# -- SQLite: SqliteSaver inside memshift's transaction --------------------------------------
+def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
+    """A ``SqliteSaver`` on ``conn`` that neither runs setup (executescript would COMMIT)
+    nor commits after each call: memshift's transaction commits once."""
+    from contextlib import contextmanager
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class _InTransaction(SqliteSaver):
+        @contextmanager
+        def cursor(self, transaction: bool = True) -> Any:
+            with self.lock:
+                cur = self.conn.cursor()
+                try:
+                    yield cur
+                finally:
+                    cur.close()
+
+    saver = _InTransaction(conn)
+    saver.is_setup = True
+    return saver
+
+
+# -- PostgreSQL: retention as three statements in the save's transaction -------------------
+def postgres_retain_statements() -> tuple[str, ...]:
+    """Keep the newest ``%(keep)s`` root checkpoints of ``%(thread_id)s``, their writes and
+    the blobs they reference (``PostgresSaver``'s tables; its ``prune`` runs ~15 statements)."""
+    newest = ("SELECT checkpoint_id FROM checkpoints WHERE thread_id = %(thread_id)s "
+              "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT %(keep)s")
+    return (
+        f"DELETE FROM checkpoint_writes WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
+        f"AND checkpoint_id NOT IN ({newest})",
+        f"DELETE FROM checkpoints WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
+        f"AND checkpoint_id NOT IN ({newest})",
+        "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %(thread_id)s "
+        "AND b.checkpoint_ns = '' AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+        "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = '' "
+        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+    )
+
+
+# -- InMemorySaver ---------------------------------------------------------------------------
+def inmemory_retain(saver: Any, thread_id: str, keep: int) -> None:
+    """Keep the newest root checkpoints of a thread, their writes and their blobs."""
+    checkpoints = saver.storage.get(thread_id, {}).get("")
+    if not checkpoints or len(checkpoints) <= keep:
+        return
+    for checkpoint_id in sorted(checkpoints)[:-keep]:
+        checkpoints.pop(checkpoint_id, None)
+        saver.writes.pop((thread_id, "", checkpoint_id), None)
+    live: set[tuple] = set()
+    for serialized, _meta, _parent in checkpoints.values():
+        versions = saver.serde.loads_typed(serialized).get("channel_versions", {})
+        live.update((thread_id, "", ch, v) for ch, v in versions.items())
+    for key in [k for k in list(saver.blobs)  # a snapshot: other threads write meanwhile
+                if k[0] == thread_id and k[1] == "" and k not in live]:
+        saver.blobs.pop(key, None)

@@ -1,0 +1,217 @@
+"""Middleware backend: the real ``SummarizationMiddleware`` on a LangGraph checkpointer.
+
+``save`` reads the thread's checkpoint, runs the stock ``before_model`` over the stored
+messages plus the new turn, and writes one checkpoint with ``update_state`` through a
+saver bound to the engine's transaction. The thread is stored raw in the root namespace,
+so ``create_agent(model, middleware=[mw], checkpointer=same)`` continues it.
+
+Overrides (private API, listed in ``adapters._upstream``, spy-tested): ``_should_summarize``
+/ ``_determine_cutoff_index`` follow the memshift policy (turn cuts, the summary message
+never counted, no ``usage_metadata`` trigger, ``>`` not ``>=``); ``_create_summary`` asks
+the fold function the engine handed in (no trimming: the stock 4000-token trim silently
+drops the old summary).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any, NotRequired, Protocol, cast
+
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain.agents.middleware.types import AgentState
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from adapters.backends.base import FoldFn, MemoryBackend
+from adapters.policy import FoldPlan, MemoryPolicy
+from adapters.stores.base import Tx
+from adapters.summarizer import SummarizerChatModel
+from adapters.view import MemoryView, ThreadRecord
+
+__all__ = [
+    "FOLD_NODE",
+    "SUMMARY_PREFIX",
+    "AgentHooks",
+    "MemshiftState",
+    "MemshiftSummarizationMiddleware",
+    "MiddlewareBackend",
+    "split_summary",
+]
+
+
+FOLD_NODE = "memshift_fold"
+SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
+
+
+class MemshiftState(AgentState):
+    """Agent state plus the fold count (so summarizer calls survive restarts)."""
+
+    memshift_folds: NotRequired[int]
+
+
+def is_summary_message(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) and (
+        message.additional_kwargs.get("lc_source") == "summarization"
+    )
+
+
+def split_summary(messages: Sequence[BaseMessage]) -> tuple[BaseMessage | None, str, list[BaseMessage]]:
+    """(summary message, summary text, verbatim window) of a middleware thread."""
+    if messages and is_summary_message(messages[0]):
+        head = messages[0]
+        text = head.content if isinstance(head.content, str) else str(head.content)
+        return head, text.removeprefix(SUMMARY_PREFIX), list(messages[1:])
+    return None, "", list(messages)
+
+
+def build_summary_message(summary: str) -> HumanMessage:
+    """The exact message stock ``SummarizationMiddleware`` writes."""
+    return SummarizationMiddleware._build_new_messages(summary)[0]
+
+
+class AgentHooks(Protocol):
+    """What the middleware needs from the engine when ``create_agent`` runs it."""
+
+    def agent_fold(self) -> FoldFn: ...
+
+    def after_agent(self, window: Sequence[BaseMessage]) -> None: ...
+
+
+class _Declined(Exception):
+    """The fold function said "not now": the stock flow stops with no update."""
+
+
+class MemshiftSummarizationMiddleware(SummarizationMiddleware):
+    """``SummarizationMiddleware`` driven by a memshift policy and a handed-in fold."""
+
+    state_schema = MemshiftState
+
+    def __init__(self, policy: MemoryPolicy, model: BaseChatModel,
+                 hooks: AgentHooks | None = None) -> None:
+        trigger: Any = ("tokens", policy.max_tokens) if policy.max_tokens else (
+            "messages", policy.max_messages)
+        keep: Any = ("tokens", policy.keep_tokens) if policy.keep_tokens else (
+            "messages", policy.keep_messages)
+        super().__init__(model, trigger=trigger, keep=keep,  # documentation only
+                         token_counter=cast(Any, policy.counter), trim_tokens_to_summarize=None)
+        self.policy = policy
+        self.hooks = hooks
+        self._fold: FoldFn | None = None
+        self._plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
+        self._folds = 0
+
+    # -- policy overrides (called by the stock before_model) --------------------------------
+    def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
+        _, _, window = split_summary(messages)
+        return bool(self.policy.trigger_reason(window))
+
+    def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
+        head, summary, window = split_summary(messages)
+        plan = self.policy.plan_fold(window)
+        self._plan = (summary, self._folds, window, plan)
+        return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
+
+    def _create_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
+        assert self._fold is not None, "fold_update binds the fold function"
+        plan = self._plan
+        if plan is None:  # a subclass decided the cutoff its own way: fold what it chose
+            _, previous, folded = split_summary(messages_to_summarize)
+            plan = (previous, self._folds, folded, FoldPlan(len(folded), "forced"))
+        summary = self._fold(*plan)
+        if summary is None:
+            raise _Declined
+        return summary
+
+    # -- one fold ---------------------------------------------------------------------------
+    def fold_update(self, state: dict[str, Any], fold: FoldFn) -> dict[str, Any] | None:
+        """The stock ``before_model`` update with ``fold`` writing the summary, plus the
+        fold count. Runs on a copy, so concurrent calls share nothing."""
+        bound = copy.copy(self)
+        bound._fold, bound._plan = fold, None
+        bound._folds = int(state.get("memshift_folds") or 0)
+        try:
+            update = SummarizationMiddleware.before_model(bound, state, None)  # type: ignore[arg-type]
+        except _Declined:
+            return None
+        if update:
+            update["memshift_folds"] = int(state.get("memshift_folds") or 0) + 1
+        return update
+
+    # -- inside create_agent ----------------------------------------------------------------
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Fold before the model call; the pending question is the newest turn and stays."""
+        if self.hooks is None:
+            raise RuntimeError("this middleware belongs to a memshift memory; use memory.middleware")
+        return self.fold_update(state, self.hooks.agent_fold())
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record the agent's turn in the transcript (and keep checkpoints bounded)."""
+        if self.hooks is not None:
+            self.hooks.after_agent(split_summary(state["messages"])[2])
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+
+class MiddlewareBackend(MemoryBackend):
+    name = "middleware"
+
+    def __init__(self, *, llm: BaseChatModel | None = None, hooks: AgentHooks | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        model = llm if isinstance(llm, BaseChatModel) else SummarizerChatModel(
+            summarizer=None, token_counter=self.policy.counter)
+        self.middleware = MemshiftSummarizationMiddleware(self.policy, model, hooks)
+        builder = StateGraph(MemshiftState)
+        builder.add_node(FOLD_NODE, lambda state: {})
+        builder.add_edge(START, FOLD_NODE)
+        builder.add_edge(FOLD_NODE, END)
+        self.graph = builder.compile()
+
+    @staticmethod
+    def config(thread_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id}}
+
+    def _graph(self, tx: Tx) -> Any:
+        return self.graph.copy({"checkpointer": self.store.checkpoints.saver(tx)})
+
+    def load(self, tx: Tx) -> MemoryView:
+        values = dict(self._graph(tx).get_state(self.config(tx.thread_id)).values or {})
+        head, summary, window = split_summary(values.get("messages", []))
+        return MemoryView(thread_id=tx.thread_id, summary=summary, messages=window,
+                          folds=int(values.get("memshift_folds") or 0), summary_message=head,
+                          backend=self.name)
+
+    def save(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> bool:
+        graph, config = self._graph(tx), self.config(tx.thread_id)
+        snapshot = graph.get_state(config)
+        values = dict(snapshot.values or {})
+        state = {**values, "messages": [*values.get("messages", []), *turn]}
+        update = self.middleware.fold_update(state, fold)
+        if update is None and not turn:
+            return False
+        graph.update_state(config, update or {"messages": list(turn)}, as_node=FOLD_NODE)
+        step = int((snapshot.metadata or {}).get("step", -1)) + 1
+        if update is not None or step % self.store.checkpoints.keep == 0:
+            self.store.checkpoints.retain(tx)  # bounded storage without a prune on every save
+        return update is not None
+
+    def clear(self, tx: Tx) -> None:
+        self.store.checkpoints.delete(tx)
+
+    def restore(self, tx: Tx, record: ThreadRecord) -> None:
+        head = [build_summary_message(record.summary)] if record.summary else []
+        self._graph(tx).update_state(
+            self.config(tx.thread_id),
+            {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *head, *record.window],
+             "memshift_folds": record.folds},
+            as_node=FOLD_NODE)
+        self.store.checkpoints.retain(tx)
