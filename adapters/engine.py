@@ -29,7 +29,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
-from adapters.errors import ConfigError, SummarizerError
+from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.folds import FoldRecord
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
@@ -192,10 +192,17 @@ class MemoryEngine:
                 replanned.append(FoldJob(prev, folds, tuple(window), p))
                 return None
 
-            with self.store.transaction(thread_id) as tx:
-                applied = self.backend.save(tx, [], apply)
-                if applied and self.owns_transcript:
-                    self.store.append_fold(tx, record.as_dict())
+            try:
+                with self.store.transaction(thread_id) as tx:
+                    applied = self.backend.save(tx, [], apply)
+                    if applied and self.owns_transcript:
+                        self.store.append_fold(tx, record.as_dict())
+            except StoreError as exc:  # the turn is committed: this fold is simply not written
+                if self.policy.on_summary_error == "raise":
+                    raise
+                logger.warning("summary fold deferred (turn stored, fold not written): %s",
+                               str(exc).split(":")[0])
+                return
             if applied:
                 record.log()
                 self._remember_preferences(thread_id, summary, record.version)

@@ -91,6 +91,17 @@ class _MemoryCheckpoints(Checkpoints):
         self._saver = InMemorySaver()
 
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
+        """The shared saver; checkpoints the transaction adds are removed if it fails."""
+        assert isinstance(tx, MemoryTx)
+        tid, storage = tx.thread_id, self._saver.storage
+        before = set(storage.get(tid, {}).get("", {}))
+
+        def undo() -> None:
+            checkpoints = storage.get(tid, {}).get("", {})
+            for checkpoint_id in set(checkpoints) - before:
+                checkpoints.pop(checkpoint_id, None)
+                self._saver.writes.pop((tid, "", checkpoint_id), None)
+        tx.undo.append(undo)
         return self._saver
 
     @property
