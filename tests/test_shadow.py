@@ -126,3 +126,67 @@ def test_mismatch_diffs_are_redacted_when_the_policy_redacts(tmp_path: Path) -> 
     assert memory.mismatches
     text = log.read_text()
     assert "li.wei@example.com" not in text and "[EMAIL]" in text
+
+
+def test_candidate_queue_is_bounded_and_overflow_counted() -> None:
+    from adapters.shadow import ShadowEngine
+
+    memory = SummaryMemory(backend="shadow", policy=POLICY, shadow_timeout=0.2)
+    engine = memory.backend_impl
+    assert isinstance(engine, ShadowEngine)
+    gate = threading.Event()
+    engine._submit("t", "block", lambda: gate.wait(30))  # occupy the worker
+    engine._queue.maxsize = 3  # a tiny queue for the test
+    for i in range(6):
+        memory.save("t", f"q{i}", f"a{i}")  # the primary never waits for the candidate
+    assert engine.dropped >= 2
+    assert any(m.kind == "candidate_dropped" for m in memory.mismatches)
+    assert [m.content for m in memory.load("t").messages][-1] == "a5"
+    gate.set()
+    engine.close(drain=True)
+
+
+def test_breaker_disables_a_failing_candidate_for_a_cooldown() -> None:
+    memory = SummaryMemory(backend="shadow", policy=POLICY)
+    engine = memory.backend_impl
+    engine.breaker_failures, engine.breaker_cooldown = 3, 3600
+    calls = []
+
+    def explode(*args: object) -> None:
+        calls.append(args)
+        raise OSError("candidate database is gone")
+
+    engine.candidate_backend.save = explode  # type: ignore[method-assign]
+    for i in range(8):
+        memory.save("t", f"q{i}", f"a{i}")
+        engine._submit("t", "sync", lambda: None).result(10)  # let the worker catch up
+    assert len(calls) == 3 and not engine.enabled
+    kinds = [m.kind for m in memory.mismatches]
+    assert kinds.count("candidate_error") == 3 and kinds.count("candidate_disabled") == 1
+    assert memory.load("t").messages[-1].content == "a7"  # the primary served throughout
+    memory.close()
+
+
+def test_close_drains_queued_candidate_writes_only_when_asked() -> None:
+    for drain in (True, False):
+        memory = SummaryMemory(backend="shadow", policy=POLICY)
+        engine = memory.backend_impl
+        gate = threading.Event()
+        engine._submit("t", "block", lambda: gate.wait(30))
+        for i in range(3):
+            memory.save("t", f"q{i}", f"a{i}")
+        threading.Timer(0.05, gate.set).start()
+        engine.close(drain=drain)
+        written = len(engine.candidate_backend.load("t").messages)
+        assert written == (6 if drain else 0)
+
+
+def test_published_mismatches_carry_both_timings() -> None:
+    memory = SummaryMemory(backend="shadow", policy=POLICY,
+                           candidate_policy=MemoryPolicy(max_tokens=60, keep_tokens=10))
+    for i in range(8):
+        memory.save("t", *filler_turn("t", i, 12))
+        memory.load("t")
+    views = [m for m in memory.mismatches if m.kind == "view"]
+    assert views and all({"primary_ms", "candidate_ms"} <= set(m.timings) for m in views)
+    memory.close()

@@ -1,0 +1,91 @@
+"""Spy tests on every private upstream hook memshift overrides: if LangChain renames or
+stops calling one, these fail (without PostgreSQL), before the contract suite drifts."""
+
+from __future__ import annotations
+
+import pytest
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.messages import AIMessage, HumanMessage
+
+import adapters._upstream as upstream
+from adapters import ConfigError, MemoryPolicy
+from adapters.backends import (
+    ClassicBackend,
+    MemshiftSummarizationMiddleware,
+    PolicySummaryBufferMemory,
+)
+from adapters.stores import MemoryStore
+from adapters.summarizer import SummarizerChatModel
+
+POLICY = MemoryPolicy(max_messages=4, keep_messages=2)
+
+
+def _turns(n: int) -> list:
+    out: list = []
+    for i in range(n):
+        out += [HumanMessage(f"q{i}", id=f"h{i}"), AIMessage(f"a{i}", id=f"a{i}")]
+    return out
+
+
+def test_stock_before_model_calls_every_middleware_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    called: list[str] = []
+    for hook in ("_should_summarize", "_determine_cutoff_index", "_create_summary"):
+        assert hook in MemshiftSummarizationMiddleware.__dict__, f"memshift no longer overrides {hook}"
+        real = getattr(MemshiftSummarizationMiddleware, hook)
+
+        def spy(self, *args, _real=real, _hook=hook):  # type: ignore[no-untyped-def]
+            called.append(_hook)
+            return _real(self, *args)
+        monkeypatch.setattr(MemshiftSummarizationMiddleware, hook, spy)
+    middleware = MemshiftSummarizationMiddleware(POLICY, SummarizerChatModel(summarizer=None))
+    folds: list = []
+
+    def fold(summary, count, window, plan):  # type: ignore[no-untyped-def]
+        folds.append((summary, count, len(window), plan.cutoff))
+        return "S"
+    # stock triggers at >= max_messages; the policy at >: four messages do not fold
+    assert middleware.fold_update({"messages": _turns(2)}, fold) is None and folds == []
+    called.clear()
+    update = middleware.fold_update({"messages": _turns(3)}, fold)
+    assert called == ["_should_summarize", "_determine_cutoff_index", "_create_summary"]
+    assert folds == [("", 0, 6, 4)]
+    assert update is not None and update["memshift_folds"] == 1
+    kept = [m for m in update["messages"][1:] if m.type != "remove"]
+    assert [m.content for m in kept][1:] == ["q2", "a2"]  # summary message, then the newest turn
+
+
+def test_stock_save_context_calls_the_classic_prune_override() -> None:
+    assert "prune" in PolicySummaryBufferMemory.__dict__, "memshift no longer overrides prune"
+    store = MemoryStore()
+    backend = ClassicBackend(policy=POLICY, store=store)
+    asked: list = []
+
+    def fold(summary, count, window, plan):  # type: ignore[no-untyped-def]
+        asked.append((count, len(window), plan.cutoff))
+        return "S"
+    with store.transaction("t") as tx:
+        memory = backend.memory_for(tx, fold)
+        for i in range(3):  # stock BaseChatMemory.save_context -> add_messages, then prune()
+            memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
+    assert asked == [(0, 6, 4)]
+    assert memory.moving_summary_buffer == "S" and memory.folded
+    with store.snapshot("t") as tx:
+        assert [m.content for m in store.classic.read(tx).window] == ["q2", "a2"]
+
+
+def test_the_middleware_summary_message_is_built_by_stock() -> None:
+    message = SummarizationMiddleware._build_new_messages("S")[0]
+    assert isinstance(message, HumanMessage)
+    assert message.additional_kwargs.get("lc_source") == "summarization"
+
+
+def test_a_missing_hook_fails_at_construction_naming_the_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compat import SummaryMemory
+
+    monkeypatch.setattr(upstream, "_checked", False)
+    monkeypatch.delattr(SummarizationMiddleware, "_determine_cutoff_index")
+    with pytest.raises(ConfigError, match=r"_determine_cutoff_index.*langchain==1\."):
+        SummaryMemory(backend="middleware", max_token_limit=100)
+    monkeypatch.undo()
+    upstream._checked = False
+    SummaryMemory(backend="middleware", max_token_limit=100).close()
