@@ -20,6 +20,7 @@ __all__ = [
     "check_upstream",
     "inmemory_retain",
     "postgres_retain_statements",
+    "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
 ]
 
@@ -102,6 +103,29 @@ def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
     saver = _InTransaction(conn)
     saver.is_setup = True
     return saver
+
+
+def async_sqlite_saver_in_transaction(conn: Any) -> Any:
+    """An ``AsyncSqliteSaver`` on ``conn`` whose per-call ``commit`` is a no-op (it calls
+    ``conn.commit()`` after each write): memshift's transaction commits once."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    saver = AsyncSqliteSaver(_NoCommit(conn))
+    saver.is_setup = True
+    return saver
+
+
+class _NoCommit:
+    """The connection, minus ``commit``."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    async def commit(self) -> None:
+        """The transaction's owner commits."""
 
 
 # -- PostgreSQL: retention as three statements in the save's transaction -------------------

@@ -12,16 +12,18 @@ A save is two short transactions with the summarizer between them, never inside:
    summarized (same previous summary, same fold count, same folded messages): a
    compare-and-set. The state and its fold record commit together. If another save
    changed the thread meanwhile, the fold is planned again (bounded), else deferred.
+
+The logic is written once, as steps (``adapters.io``); ``save``/``asave`` and the other
+pairs are the blocking and the async drivers of the same steps.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +33,12 @@ from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.folds import FoldRecord
+from adapters.io import IO, Steps, run_async, run_sync
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
-from adapters.stores.base import Store
+from adapters.stores.base import Store, Tx, in_transaction
 from adapters.structured import parse_rendered
-from adapters.summarizer import Summarizer, run_summarizer, summarizer_name
+from adapters.summarizer import Summarizer, summarize_steps, summarizer_name
 from adapters.view import MemoryView, ThreadRecord, message_signature
 
 __all__ = ["FoldJob", "MemoryEngine"]
@@ -67,33 +70,6 @@ def _keys(messages: Sequence[BaseMessage]) -> list[tuple]:
     return [(m.id, *message_signature(m)) for m in messages]
 
 
-class _Timed:
-    """A summarizer whose every call gives up after ``timeout`` seconds (the call itself
-    runs on a daemon thread: a hung provider cannot hold the caller)."""
-
-    def __init__(self, inner: Summarizer, timeout: float) -> None:
-        self.inner, self.timeout = inner, timeout
-
-    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["value"] = self.inner.summarize(summary, messages)
-            except BaseException as exc:  # handed to the caller below
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="memshift-summarizer", daemon=True).start()
-        if not done.wait(self.timeout):
-            raise TimeoutError(f"summarizer gave no answer within {self.timeout:g} s")
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-
 class MemoryEngine:
     """One backend over one store, with the transcript, folds, records and locks."""
 
@@ -121,65 +97,97 @@ class MemoryEngine:
     def middleware(self) -> Any:
         return getattr(self.backend, "middleware", None)
 
-    # -- reads -----------------------------------------------------------------------------
+    # -- the drivers -------------------------------------------------------------------------
     def load(self, thread_id: str) -> MemoryView:
-        with self.store.snapshot(thread_id) as tx, self.store.guard("load"):
-            return self.backend.load(tx)
+        return run_sync(self._load(thread_id))
 
-    # -- the save path ---------------------------------------------------------------------
+    async def aload(self, thread_id: str) -> MemoryView:
+        return await run_async(self._load(thread_id))
+
     def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Store one turn, then fold if the real class asks for it. Returns the turn as
         stored (ids may have been renewed). Raises ``SummarizerError`` only when the policy
         says ``on_summary_error="raise"``; the turn is committed either way."""
+        return run_sync(self._save(thread_id, list(turn)))
+
+    async def asave(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+        return await run_async(self._save(thread_id, list(turn)))
+
+    def clear(self, thread_id: str) -> None:
+        run_sync(self._write_whole(thread_id, self.backend.clear_writes()))
+
+    async def aclear(self, thread_id: str) -> None:
+        await run_async(self._write_whole(thread_id, self.backend.clear_writes()))
+
+    def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
+                fold_record: FoldRecord | None = None) -> bool:
+        """Write transcript (idempotent by message id), summary and window in one
+        transaction. With ``expect_last_id`` it is a compare-and-set: nothing is written
+        (and ``False`` returned) when the transcript grew since that message."""
+        return run_sync(self._restore(record, expect_last_id, fold_record))
+
+    async def arestore(self, record: ThreadRecord, **kwargs: Any) -> bool:
+        return await run_async(self._restore(record, kwargs.get("expect_last_id"),
+                                             kwargs.get("fold_record")))
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # -- steps -------------------------------------------------------------------------------
+    def _run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> IO:
+        return IO(self.store.run, self.store.arun, tx, fn, *args)
+
+    def _load(self, thread_id: str) -> Steps[MemoryView]:
+        def body(tx: Tx) -> Steps[Any]:
+            return (yield IO(self.backend.read, self.backend.aread, tx))
+        state = yield from in_transaction(self.store, thread_id, body, write=False)
+        return self.backend.view(thread_id, state)
+
+    def _step(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> Steps[bool]:
+        """Read the state, let the real class act, write what it changed."""
+        state = yield IO(self.backend.read, self.backend.aread, tx)
+        writes, folded = self.backend.step(state, turn, fold)
+        if writes is not None:
+            yield IO(self.backend.write, self.backend.awrite, tx, writes)
+        return folded
+
+    def _save(self, thread_id: str, turn: list[BaseMessage]) -> Steps[list[BaseMessage]]:
         planned: list[FoldJob] = []
 
         def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
             planned.append(FoldJob(summary, folds, tuple(window), p))
             return None
 
-        stored = list(turn)
-        with self.store.transaction(thread_id) as tx:
+        def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
+            stored = turn
             if self.owns_transcript:
-                if self._is_retry(tx, stored):
-                    return stored
-                stored = self._fresh_ids(tx, stored)
-                self.store.append_transcript(tx, self._for_transcript(stored))
-            self.backend.save(tx, stored, plan)
-        self._fold(thread_id, planned[-1] if planned else None)
+                ids = [m.id for m in turn if m.id is not None]
+                known = yield self._run(tx, self.store.known_ids, ids)
+                if ids and len(ids) == len(turn) and set(ids) <= known and \
+                        (yield self._run(tx, self.store.last_ids, len(ids))) == ids:
+                    return None  # a client retrying a turn that did commit: no-op
+                stored = _fresh_ids(turn, known)
+                yield self._run(tx, self.store.append_transcript, self._for_transcript(stored))
+            yield from self._step(tx, stored, plan)
+            return stored
+
+        stored = yield from in_transaction(self.store, thread_id, body)
+        if stored is None:
+            return turn
+        yield from self._fold(thread_id, planned[-1] if planned else None)
         return stored
-
-    def _is_retry(self, tx: Any, turn: list[BaseMessage]) -> bool:
-        """A client retrying a turn that did commit (same ids, in order, newest): no-op."""
-        ids = [m.id for m in turn]
-        if not ids or any(i is None for i in ids):
-            return False
-        known = self.store.known_ids(tx, ids)  # type: ignore[arg-type]
-        return len(known) == len(ids) and self.store.last_ids(tx, len(ids)) == ids
-
-    def _fresh_ids(self, tx: Any, turn: list[BaseMessage]) -> list[BaseMessage]:
-        """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
-        reducer would otherwise replace the earlier message and the transcript skip it."""
-        taken = self.store.known_ids(tx, [m.id for m in turn if m.id is not None])
-        out, seen = [], set()
-        for message in turn:
-            if message.id is None or message.id in taken or message.id in seen:
-                message = message.model_copy()
-                message.id = str(uuid.uuid4())
-            seen.add(message.id)
-            out.append(message)
-        return out
 
     def _for_transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if self.policy.redact_transcript:
             return redact_messages(messages, self.policy.redactor or default_redactor)
         return list(messages)
 
-    def _fold(self, thread_id: str, job: FoldJob | None) -> None:
+    def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
         for _ in range(FOLD_ATTEMPTS):
             if job is None:
                 return
             try:
-                summary, record = self.summarize(thread_id, job)
+                summary, record = yield from self._summarize(thread_id, job)
             except SummarizerError as exc:
                 self.defer_or_raise(exc)
                 return
@@ -192,11 +200,14 @@ class MemoryEngine:
                 replanned.append(FoldJob(prev, folds, tuple(window), p))
                 return None
 
+            def body(tx: Tx, record: FoldRecord = record) -> Steps[bool]:
+                applied = yield from self._step(tx, [], apply)
+                if applied and self.owns_transcript:
+                    yield self._run(tx, self.store.append_fold, record.as_dict())
+                return applied
+
             try:
-                with self.store.transaction(thread_id) as tx:
-                    applied = self.backend.save(tx, [], apply)
-                    if applied and self.owns_transcript:
-                        self.store.append_fold(tx, record.as_dict())
+                applied = yield from in_transaction(self.store, thread_id, body)
             except StoreError as exc:  # the turn is committed: this fold is simply not written
                 if self.policy.on_summary_error == "raise":
                     raise
@@ -211,32 +222,32 @@ class MemoryEngine:
         if job is not None:
             logger.info("fold deferred: the thread kept changing during %d attempts", FOLD_ATTEMPTS)
 
-    # -- the fold routine ----------------------------------------------------------------------
-    def summarize(self, thread_id: str, job: FoldJob) -> tuple[str, FoldRecord]:
+    def _summarize(self, thread_id: str, job: FoldJob) -> Steps[tuple[str, FoldRecord]]:
         """Redact what is sent, summarize with retries and a timeout per attempt. No lock,
         no transaction. A failure is recorded (in its own transaction) and raised."""
         policy = self.policy
-        sent = redact_messages(job.folded, policy.redactor)
         start = time.perf_counter()
-        error: str | None = None
-        text = ""
         try:
-            text = run_summarizer(_Timed(self.summarizer, policy.summary_timeout), job.summary,
-                                  sent, retries=policy.summary_retries, thread_id=thread_id,
-                                  max_tokens=policy.max_summary_tokens, counter=policy.counter)
+            text = yield from summarize_steps(
+                self.summarizer, job.summary, redact_messages(job.folded, policy.redactor),
+                retries=policy.summary_retries, thread_id=thread_id,
+                timeout=policy.summary_timeout, max_tokens=policy.max_summary_tokens,
+                counter=policy.counter)
         except SummarizerError as exc:
-            error = str(exc)
-            raise
-        finally:
-            record = self._record(thread_id, job, text, error, time.perf_counter() - start)
-            if error is not None and self.owns_transcript:
-                record.log()
+            record = self._record(thread_id, job, "", str(exc), time.perf_counter() - start)
+            record.log()
+            if self.owns_transcript:
                 try:
-                    with self.store.transaction(thread_id) as tx:
-                        self.store.append_fold(tx, record.as_dict())
-                except Exception:  # the fold failed already; its record is best effort
-                    logger.warning("could not record a failed fold", exc_info=True)
-        return text, record
+                    yield from self._append_record(thread_id, record)
+                except StoreError:  # the fold failed already; its record is best effort
+                    logger.warning("could not record a failed fold")
+            raise
+        return text, self._record(thread_id, job, text, None, time.perf_counter() - start)
+
+    def _append_record(self, thread_id: str, record: FoldRecord) -> Steps[None]:
+        def body(tx: Tx) -> Steps[None]:
+            yield self._run(tx, self.store.append_fold, record.as_dict())
+        yield from in_transaction(self.store, thread_id, body)
 
     def _record(self, thread_id: str, job: FoldJob, text: str, error: str | None,
                 seconds: float) -> FoldRecord:
@@ -251,6 +262,28 @@ class MemoryEngine:
             prompt_version=self.policy.prompt_version,
             duration_ms=round(seconds * 1000, 3), error=error, backend=self.name)
 
+    def _write_whole(self, thread_id: str, writes: Any) -> Steps[None]:
+        def body(tx: Tx) -> Steps[None]:
+            yield IO(self.backend.write, self.backend.awrite, tx, writes)
+        yield from in_transaction(self.store, thread_id, body)
+
+    def _restore(self, record: ThreadRecord, expect_last_id: str | None,
+                 fold_record: FoldRecord | None) -> Steps[bool]:
+        def body(tx: Tx) -> Steps[bool]:
+            if expect_last_id is not None and \
+                    (yield self._run(tx, self.store.last_ids, 1)) != [expect_last_id]:
+                return False
+            if self.owns_transcript:
+                yield self._run(tx, self.store.append_transcript,
+                                self._for_transcript(record.transcript))
+            yield IO(self.backend.write, self.backend.awrite, tx,
+                     self.backend.restore_writes(record))
+            if fold_record is not None:
+                yield self._run(tx, self.store.append_fold, fold_record.as_dict())
+            return True
+        return (yield from in_transaction(self.store, record.thread_id, body))
+
+    # -- the fold routine's policy ------------------------------------------------------------
     def defer_or_raise(self, exc: SummarizerError) -> None:
         """The policy's answer to a failed fold: raise, or log (no message text) and go on.
         The turn is stored either way; the fold is retried on the next save."""
@@ -271,28 +304,18 @@ class MemoryEngine:
             store.put(("memshift", "preferences", user), key,
                       {"value": item.value, "thread_id": thread_id, "version": version})
 
-    # -- whole-thread writes ---------------------------------------------------------------------
-    def clear(self, thread_id: str) -> None:
-        with self.store.transaction(thread_id) as tx:
-            self.backend.clear(tx)
 
-    def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
-                fold_record: FoldRecord | None = None) -> bool:
-        """Write transcript (idempotent by message id), summary and window in one
-        transaction. With ``expect_last_id`` it is a compare-and-set: nothing is written
-        (and ``False`` returned) when the transcript grew since that message."""
-        with self.store.transaction(record.thread_id) as tx:
-            if expect_last_id is not None and self.store.last_ids(tx, 1) != [expect_last_id]:
-                return False
-            if self.owns_transcript:
-                self.store.append_transcript(tx, self._for_transcript(record.transcript))
-            self.backend.restore(tx, record)
-            if fold_record is not None:
-                self.store.append_fold(tx, fold_record.as_dict())
-        return True
-
-    def close(self) -> None:
-        self.backend.close()
+def _fresh_ids(turn: list[BaseMessage], taken: set[str]) -> list[BaseMessage]:
+    """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
+    reducer would otherwise replace the earlier message and the transcript skip it."""
+    out, seen = [], set()
+    for message in turn:
+        if message.id is None or message.id in taken or message.id in seen:
+            message = message.model_copy()
+            message.id = str(uuid.uuid4())
+        seen.add(message.id)
+        out.append(message)
+    return out
 
 
 class _AgentHooks:
@@ -301,34 +324,51 @@ class _AgentHooks:
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
 
-    def agent_fold(self) -> FoldFn:
-        """Inside an agent step the checkpointer writes the state: summarize now (no memshift
-        lock or transaction is open) and record the fold."""
-        engine, thread_id = self.engine, _run_thread()
+    def _fold(self, summary: str, folds: int, window: Sequence[BaseMessage],
+              p: FoldPlan, thread_id: str | None) -> Steps[str | None]:
+        """Inside an agent step the agent's checkpointer writes the state: summarize now (no
+        memshift lock or transaction is open) and record the fold."""
+        engine = self.engine
+        try:
+            text, record = yield from engine._summarize(
+                thread_id or "", FoldJob(summary, folds, tuple(window), p))
+        except SummarizerError as exc:
+            engine.defer_or_raise(exc)
+            return None
+        if thread_id is not None and engine.owns_transcript:
+            yield from engine._append_record(thread_id, record)
+        record.log()
+        return text
 
-        def fold(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> str | None:
-            tid = thread_id or ""
-            try:
-                text, record = engine.summarize(tid, FoldJob(summary, folds, tuple(window), p))
-            except SummarizerError as exc:
-                engine.defer_or_raise(exc)
-                return None
-            if thread_id is not None and engine.owns_transcript:
-                with engine.store.transaction(thread_id) as tx:
-                    engine.store.append_fold(tx, record.as_dict())
-            record.log()
-            return text
-        return fold
+    def agent_fold(self) -> FoldFn:
+        thread_id = _run_thread()
+        return lambda *args: run_sync(self._fold(*args, thread_id))
+
+    def agent_afold(self) -> Any:
+        thread_id = _run_thread()
+
+        async def afold(*args: Any) -> str | None:
+            return await run_async(self._fold(*args, thread_id))
+        return afold
+
+    def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
+        engine = self.engine
+
+        def body(tx: Tx) -> Steps[None]:
+            if engine.owns_transcript:
+                yield engine._run(tx, engine.store.append_transcript,
+                                  engine._for_transcript(window))
+            yield engine._run(tx, engine.store.checkpoints.retain)
+        yield from in_transaction(engine.store, thread_id, body)
 
     def after_agent(self, window: Sequence[BaseMessage]) -> None:
         """The agent's turn reaches the transcript; checkpoints stay bounded."""
-        thread_id, engine = _run_thread(), self.engine
-        if thread_id is None:
-            return
-        with engine.store.transaction(thread_id) as tx:
-            if engine.owns_transcript:
-                engine.store.append_transcript(tx, engine._for_transcript(window))
-            engine.store.checkpoints.retain(tx)
+        if (thread_id := _run_thread()) is not None:
+            run_sync(self._after(thread_id, window))
+
+    async def aafter_agent(self, window: Sequence[BaseMessage]) -> None:
+        if (thread_id := _run_thread()) is not None:
+            await run_async(self._after(thread_id, window))
 
 
 def _run_thread() -> str | None:

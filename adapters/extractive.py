@@ -95,6 +95,10 @@ def _norm(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic extractive summaries; bounded by ``max_chars`` (oldest facts go first)."""
 
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        """Pure computation: the async twin calls the same code."""
+        return self.summarize(summary, messages)
+
     def __init__(self, max_chars: int = 2400, max_tokens: int | None = None,
                  counter: Callable[[list[BaseMessage]], int] | None = None) -> None:
         self.max_chars = max_chars

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from adapters.engine import MemoryEngine
+from adapters.io import IO, Steps, run_async, run_sync
 from adapters.view import MemoryView, ThreadRecord, compare_views
 
 __all__ = ["Mismatch", "ShadowEngine"]
@@ -41,6 +41,16 @@ class Mismatch:
     diff: list[str]
     timings: dict[str, float] = field(default_factory=dict)  # primary_ms, candidate_ms
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+
+def _wait(future: Future, timeout: float) -> Any:
+    return future.result(timeout=timeout)
+
+
+async def _await(future: Future, timeout: float) -> Any:
+    import asyncio
+
+    return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
 
 class ShadowEngine:
@@ -157,10 +167,26 @@ class ShadowEngine:
                 self._outcome(thread_id, True)
         self._submit(thread_id, what, guarded)
 
-    # -- the engine API ----------------------------------------------------------------------
+    # -- the engine API (steps, driven like the engine's) --------------------------------------
     def load(self, thread_id: str) -> MemoryView:
+        return run_sync(self._load(thread_id))
+
+    async def aload(self, thread_id: str) -> MemoryView:
+        return await run_async(self._load(thread_id))
+
+    def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+        return run_sync(self._save(thread_id, list(turn)))
+
+    async def asave(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+        return await run_async(self._save(thread_id, list(turn)))
+
+    async def aclear(self, thread_id: str) -> None:
+        await self.primary.aclear(thread_id)
+        self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
+
+    def _load(self, thread_id: str) -> Steps[MemoryView]:
         start = time.perf_counter()
-        view = self.primary.load(thread_id)
+        view = yield from self.primary._load(thread_id)
         primary_ms = (time.perf_counter() - start) * 1000
         if not (self.sampled(thread_id) and self.enabled):
             return view
@@ -169,8 +195,8 @@ class ShadowEngine:
         if future is None:
             return view
         try:
-            other = future.result(timeout=self.timeout)
-        except FutureTimeout:
+            other = yield IO(_wait, _await, future, self.timeout)
+        except TimeoutError:
             future.cancel()
             self._outcome(thread_id, False)
             self._record(thread_id, "candidate_timeout",
@@ -188,13 +214,13 @@ class ShadowEngine:
             self._record(thread_id, "view", diffs, timings)
         return view
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def _save(self, thread_id: str, turn: list[BaseMessage]) -> Steps[list[BaseMessage]]:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
         mirror = self.sampled(thread_id) and self.enabled
-        stored = list(turn)
+        stored = turn
         try:
-            stored = self.primary.save(thread_id, turn)
+            stored = yield from self.primary._save(thread_id, turn)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             if mirror:
                 self._candidate_write(thread_id, "save",
@@ -215,6 +241,12 @@ class ShadowEngine:
             self._record(record.thread_id, "candidate_error",
                          [f"restore: {type(exc).__name__}: {exc}"])
         return True
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait until the candidate has done everything queued so far."""
+        future: Future = Future()
+        self._queue.put((future, lambda: None))
+        future.result(timeout=timeout)
 
     def close(self, drain: bool = False) -> None:
         """``drain=True`` waits for queued candidate writes; otherwise they are dropped and

@@ -7,10 +7,10 @@ from ``predict_new_summary``, the middleware adapter from the ``summarizer=`` ho
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +22,7 @@ from langchain_core.prompts import PromptTemplate
 
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
+from adapters.io import IO, Steps, run_async, run_sync
 from adapters.structured import is_rendered, merge, parse_delta, parse_rendered, render
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 
@@ -36,6 +37,8 @@ __all__ = [
     "SummarizerChatModel",
     "resolve_summarizer",
     "run_summarizer",
+    "summarize_steps",
+    "summarizer_io",
     "summarizer_name",
 ]
 
@@ -90,6 +93,10 @@ class ChatModelSummarizer:
         reply = self._bound.invoke(self.render(summary, messages))
         return reply if isinstance(reply, str) else reply.text
 
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        reply = await self._bound.ainvoke(self.render(summary, messages))
+        return reply if isinstance(reply, str) else reply.text
+
 
 def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
     """Ask the model for at most ``max_tokens`` in the form its client honours.
@@ -117,7 +124,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _GREETING = re.compile(r"^(hi|hello|hey|thanks|thank you|你好|谢谢|好的)\b[!,.！，。 ]*$", re.I)
 
 
-class DeterministicSummarizer:
+class _Inline:
+    """For summarizers that only compute (no I/O): the async twin calls the same code."""
+
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return self.summarize(summary, messages)  # type: ignore[attr-defined]
+
+
+class DeterministicSummarizer(_Inline):
     """Offline, deterministic summarizer: keeps the first sentence of each folded message.
 
     Bounded: past ``max_chars`` the oldest summary lines are dropped, so a summary can
@@ -153,9 +167,15 @@ class StructuredSummarizer:
         self.json_summary = json_summary  # hand the previous document over as JSON (chat models)
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return run_sync(self._steps(summary, messages))
+
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return await run_async(self._steps(summary, messages))
+
+    def _steps(self, summary: str, messages: Sequence[BaseMessage]) -> Steps[str]:
         previous = parse_rendered(summary)
         given = previous.model_dump_json(exclude_defaults=True) if self.json_summary else summary
-        reply = self.inner.summarize(given, messages)
+        reply = yield summarizer_io(self.inner, given, messages)
         if not self.json_summary and isinstance(reply, str) and (
                 is_rendered(reply) or not reply.lstrip().startswith(("{", "`"))):
             return render(parse_rendered(reply))  # a summarizer that writes documents or text
@@ -208,25 +228,68 @@ def resolve_summarizer(
     raise ConfigError(f"llm must be a LangChain chat model, got {type(llm).__name__}")
 
 
-def run_summarizer(
+def summarizer_io(summarizer: Any, summary: str, messages: Sequence[BaseMessage],
+                  timeout: float | None = None) -> IO:
+    """One summarizer call as an I/O request: ``asummarize`` when the summarizer has one
+    (chat models: ``ainvoke``), else its blocking ``summarize`` on a worker thread so the
+    event loop never waits; ``timeout`` seconds at most either way."""
+    return IO(_call, _acall, summarizer, summary, list(messages), timeout)
+
+
+def _call(summarizer: Any, summary: str, messages: list[BaseMessage], timeout: float | None) -> Any:
+    if timeout is None:
+        return summarizer.summarize(summary, messages)
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:  # a daemon thread: a hung provider cannot hold the caller
+        try:
+            box["value"] = summarizer.summarize(summary, messages)
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="memshift-summarizer", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"summarizer gave no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _acall(summarizer: Any, summary: str, messages: list[BaseMessage],
+                 timeout: float | None) -> Any:
+    native = getattr(summarizer, "asummarize", None)
+    call = native(summary, messages) if native is not None else asyncio.to_thread(
+        summarizer.summarize, summary, messages)
+    if timeout is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"summarizer gave no answer within {timeout:g} s") from None
+
+
+def summarize_steps(
     summarizer: Summarizer,
     summary: str,
     messages: Sequence[BaseMessage],
     *,
     retries: int,
     thread_id: str | None = None,
-    backoff: float = 0.0,
+    timeout: float | None = None,
     max_tokens: int | None = None,
     counter: TokenCounter | None = None,
-) -> str:
+) -> Steps[str]:
     """Call the summarizer with retries; a non-text or empty reply counts as a failure, and
     so does one over ``max_tokens`` (a model that ignores the cap must not poison the next
-    fold's prompt)."""
+    fold's prompt) or one that takes longer than ``timeout``."""
     attempts = retries + 1
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
         try:
-            result = summarizer.summarize(summary, list(messages))
+            result = yield summarizer_io(summarizer, summary, messages, timeout)
             if not isinstance(result, str):
                 raise TypeError(f"summarizer returned {type(result).__name__}, not str")
             result = result.strip()
@@ -242,13 +305,17 @@ def run_summarizer(
                 "summarizer attempt %d/%d failed for a thread: %s", attempt, attempts,
                 type(exc).__name__,
             )
-            if backoff and attempt < attempts:
-                time.sleep(backoff * attempt)
     raise SummarizerError(
         f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}",
         thread_id=thread_id,
         attempts=attempts,
     ) from last
+
+
+def run_summarizer(summarizer: Summarizer, summary: str, messages: Sequence[BaseMessage],
+                   **kwargs: Any) -> str:
+    """``summarize_steps`` on the blocking driver."""
+    return run_sync(summarize_steps(summarizer, summary, messages, **kwargs))
 
 
 class SummarizerChatModel(BaseChatModel):
@@ -307,6 +374,12 @@ class CachingSummarizer:
                                for m in messages))
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return run_sync(self._steps(summary, messages))
+
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return await run_async(self._steps(summary, messages))
+
+    def _steps(self, summary: str, messages: Sequence[BaseMessage]) -> Steps[str]:
         key = self.key(summary, messages)
         with self._lock:
             if key in self.cache:
@@ -314,7 +387,7 @@ class CachingSummarizer:
                 self.cache.move_to_end(key)
                 return self.cache[key]
             self.calls += 1
-        result = self.inner.summarize(summary, messages)
+        result = yield summarizer_io(self.inner, summary, messages)
         if isinstance(result, str) and result.strip():
             with self._lock:
                 self.cache[key] = result

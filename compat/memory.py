@@ -6,7 +6,6 @@ and delegates memory behaviour to one backend from ``adapters``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 import uuid
@@ -197,7 +196,7 @@ class SummaryMemory(BaseMemory):
         return self._backend.load(tid)
 
     async def aload(self, thread_id: str | None = None) -> MemoryView:
-        return await asyncio.to_thread(self.load, thread_id)
+        return await self._backend.aload(self._thread(thread_id))
 
     def save(self, thread_id: str | None, human: Any, ai: Any) -> None:
         """Store one turn: ``human`` str|message; ``ai`` str|message|list (an agent turn)."""
@@ -212,7 +211,7 @@ class SummaryMemory(BaseMemory):
         self._backend.save(self._thread(thread_id), as_messages(messages))
 
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        await asyncio.to_thread(self.save_messages, thread_id, messages)
+        await self._backend.asave(self._thread(thread_id), as_messages(messages))
 
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and
@@ -281,6 +280,22 @@ class SummaryMemory(BaseMemory):
         """Release the store's connections (pools, files)."""
         self._backend.close()
         self._store.close()
+
+    async def arelease(self) -> None:
+        """Release the async connections of the running event loop (call it before a loop
+        ends when the memory outlives the loop, e.g. one ``asyncio.run`` per request)."""
+        await self._store.aclose()
+
+    async def aclose(self) -> None:
+        """Release this event loop's async connections, then everything else."""
+        await self.arelease()
+        self.close()
+
+    async def __aenter__(self) -> SummaryMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __enter__(self) -> SummaryMemory:
         return self
@@ -362,4 +377,4 @@ class SummaryMemory(BaseMemory):
         self._backend.clear(self._thread(thread_id))
 
     async def aclear(self, thread_id: str | None = None) -> None:
-        await asyncio.to_thread(self.clear, thread_id)
+        await self._backend.aclear(self._thread(thread_id))

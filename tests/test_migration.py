@@ -77,7 +77,7 @@ def test_crash_half_way_then_rerun_completes(fresh_store, monkeypatch: pytest.Mo
             SummaryMemory(backend="middleware", store=fresh_store("sqlite"), policy=POLICY) as target:
         _talk(source, range(10))
         backend = type(target.backend_impl.backend)
-        real = backend.restore
+        real = backend.write
         calls = {"n": 0}
 
         def dying_restore(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -86,10 +86,10 @@ def test_crash_half_way_then_rerun_completes(fresh_store, monkeypatch: pytest.Mo
                 raise KeyboardInterrupt("killed")
             real(self, *args, **kwargs)
 
-        monkeypatch.setattr(backend, "restore", dying_restore)
+        monkeypatch.setattr(backend, "write", dying_restore)
         with pytest.raises(KeyboardInterrupt):
             migrate(source, target)
-        monkeypatch.setattr(backend, "restore", real)
+        monkeypatch.setattr(backend, "write", real)
         partial = [t for t in THREADS if target.transcript(t) and compare_views(source.load(t), target.load(t))]
         assert partial == []  # transcript and state commit together: the crash left nothing half-written
         assert [t for t in THREADS if target.transcript(t)] == THREADS[:3]

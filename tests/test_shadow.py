@@ -94,6 +94,7 @@ def test_sampling_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     threads = [f"t{n}" for n in range(200)]
     for t in threads:
         memory.save(t, "q", "a")
+    memory.backend_impl.drain(30)
     mirrored = [t for t in threads if memory.backend_impl.candidate_backend.load(t).messages]
     assert 30 <= len(mirrored) <= 90, len(mirrored)
     assert all(memory.backend_impl.sampled(t) for t in mirrored)
@@ -159,7 +160,7 @@ def test_breaker_disables_a_failing_candidate_for_a_cooldown() -> None:
     engine.candidate_backend.save = explode  # type: ignore[method-assign]
     for i in range(8):
         memory.save("t", f"q{i}", f"a{i}")
-        engine._submit("t", "sync", lambda: None).result(10)  # let the worker catch up
+        engine.drain(10)  # let the worker catch up
     assert len(calls) == 3 and not engine.enabled
     kinds = [m.kind for m in memory.mismatches]
     assert kinds.count("candidate_error") == 3 and kinds.count("candidate_disabled") == 1

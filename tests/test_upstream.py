@@ -14,7 +14,8 @@ from adapters.backends import (
     MemshiftSummarizationMiddleware,
     PolicySummaryBufferMemory,
 )
-from adapters.stores import MemoryStore
+from adapters.backends.classic import ClassicWrites
+from adapters.stores import ClassicSnapshot, MemoryStore
 from adapters.summarizer import SummarizerChatModel
 
 POLICY = MemoryPolicy(max_messages=4, keep_messages=2)
@@ -56,21 +57,20 @@ def test_stock_before_model_calls_every_middleware_override(monkeypatch: pytest.
 
 def test_stock_save_context_calls_the_classic_prune_override() -> None:
     assert "prune" in PolicySummaryBufferMemory.__dict__, "memshift no longer overrides prune"
-    store = MemoryStore()
-    backend = ClassicBackend(policy=POLICY, store=store)
+    backend = ClassicBackend(policy=POLICY, store=MemoryStore())
     asked: list = []
 
     def fold(summary, count, window, plan):  # type: ignore[no-untyped-def]
         asked.append((count, len(window), plan.cutoff))
         return "S"
-    with store.transaction("t") as tx:
-        memory = backend.memory_for(tx, fold)
-        for i in range(3):  # stock BaseChatMemory.save_context -> add_messages, then prune()
-            memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
+    snapshot, writes = ClassicSnapshot(), ClassicWrites()
+    memory = backend.memory_for(snapshot, writes, fold)
+    for i in range(3):  # stock BaseChatMemory.save_context -> add_messages, then prune()
+        memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
     assert asked == [(0, 6, 4)]
     assert memory.moving_summary_buffer == "S" and memory.folded
-    with store.snapshot("t") as tx:
-        assert [m.content for m in store.classic.read(tx).window] == ["q2", "a2"]
+    assert writes.replace is not None and writes.replace[:2] == ("S", 1)
+    assert [m.content for m in writes.replace[2]] == ["q2", "a2"]
 
 
 def test_the_middleware_summary_message_is_built_by_stock() -> None:

@@ -1,17 +1,18 @@
 """The backend contract: small on purpose. A missing method fails at construction.
 
-A backend turns a store transaction into memory behaviour with a real LangChain class.
-It never calls the summarizer itself: ``save`` receives a ``fold`` function from the
-engine and the real class calls it when it decides a fold is due. ``fold`` answers with
-the new summary text, or ``None`` for "not now" (the engine plans folds inside the
-turn's transaction and writes them in a later one, with no summarizer call in between).
+A backend turns a store transaction into memory behaviour with a real LangChain class, in
+three parts: ``read`` the thread's state (I/O, with an async twin), ``step`` (no I/O: the
+real class appends the turn and decides about a fold), ``write`` what the step produced
+(I/O, with an async twin). It never calls the summarizer: ``step`` receives a ``fold``
+function from the engine and the real class calls it when it decides a fold is due;
+``fold`` answers with the new summary text, or ``None`` for "not now".
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
@@ -37,22 +38,40 @@ class MemoryBackend(ABC):
         self.human_prefix = human_prefix
         self.ai_prefix = ai_prefix
 
+    # -- I/O (sync and async twins, nothing else in them) ------------------------------
     @abstractmethod
-    def load(self, tx: Tx) -> MemoryView:
-        """The thread's summary and verbatim window (copies)."""
+    def read(self, tx: Tx) -> Any:
+        """The thread's state inside ``tx``."""
 
     @abstractmethod
-    def save(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> bool:
+    async def aread(self, tx: Tx) -> Any:
+        """``read`` on the async driver."""
+
+    @abstractmethod
+    def write(self, tx: Tx, writes: Any) -> None:
+        """Persist what a step produced."""
+
+    @abstractmethod
+    async def awrite(self, tx: Tx, writes: Any) -> None:
+        """``write`` on the async driver."""
+
+    # -- behaviour (no I/O) -------------------------------------------------------------
+    @abstractmethod
+    def step(self, state: Any, turn: Sequence[BaseMessage], fold: FoldFn) -> tuple[Any, bool]:
         """Append ``turn`` (may be empty) and let the real class fold through ``fold``.
-        Returns whether a fold was written."""
+        Returns (writes or ``None``, whether a fold happened)."""
 
     @abstractmethod
-    def clear(self, tx: Tx) -> None:
-        """Forget the thread's summary and window."""
+    def view(self, thread_id: str, state: Any) -> MemoryView:
+        """What ``load`` returns for a state."""
 
     @abstractmethod
-    def restore(self, tx: Tx, record: ThreadRecord) -> None:
-        """Overwrite the thread's memory state (migration, rollback, resummarize)."""
+    def clear_writes(self) -> Any:
+        """Writes that forget the thread's summary and window."""
+
+    @abstractmethod
+    def restore_writes(self, record: ThreadRecord) -> Any:
+        """Writes that overwrite the thread's state (migration, rollback, resummarize)."""
 
     def close(self) -> None:
         """Release what the backend holds (the store is closed by its owner)."""

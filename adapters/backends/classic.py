@@ -10,6 +10,7 @@ message when the summarizer fails (the turn is committed before any fold).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_classic.memory import ConversationSummaryBufferMemory
@@ -19,32 +20,44 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import PrivateAttr
 
 from adapters.backends.base import FoldFn, MemoryBackend
-from adapters.stores.base import ClassicSnapshot, ClassicState, Tx
+from adapters.stores.base import ClassicSnapshot, Tx
 from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView, ThreadRecord
 
-__all__ = ["ClassicBackend", "PolicySummaryBufferMemory"]
+__all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory"]
 
 
-class TxWindow(BaseChatMessageHistory):
-    """The thread's window inside one transaction, as a real chat history."""
+@dataclass
+class ClassicWrites:
+    """What one step changes: messages to append, then a fold, a replacement or a clear."""
 
-    def __init__(self, state: ClassicState, tx: Tx, snapshot: ClassicSnapshot) -> None:
-        self.state, self.tx, self.snapshot = state, tx, snapshot
+    append: list[BaseMessage] = field(default_factory=list)
+    fold: tuple[str, int, list[Any]] | None = None  # summary, folds, rows to drop
+    replace: tuple[str, int, list[BaseMessage]] | None = None
+    clear: bool = False
+
+
+class StepWindow(BaseChatMessageHistory):
+    """The thread's window during one step, as a real chat history: reads come from the
+    snapshot, writes are collected for the backend's ``write``."""
+
+    def __init__(self, snapshot: ClassicSnapshot, writes: ClassicWrites) -> None:
+        self.snapshot, self.writes = snapshot, writes
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         return list(self.snapshot.window)  # a copy: stock prune() pops what it gets
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        rows = self.state.append(self.tx, messages)
         self.snapshot.window.extend(messages)
-        self.snapshot.rows.extend(rows)
+        self.snapshot.rows.extend([None] * len(messages))  # not written yet
+        self.writes.append.extend(messages)
 
     def clear(self) -> None:
-        self.state.clear(self.tx)
         self.snapshot.window.clear()
         self.snapshot.rows.clear()
+        self.writes.append.clear()
+        self.writes.clear = True
 
 
 class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
@@ -66,12 +79,17 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         summary = self._fold(self.moving_summary_buffer, self._folds, window, plan)
         if summary is None:
             return
-        assert isinstance(history, TxWindow)
-        snapshot = history.snapshot
-        history.state.fold(history.tx, summary, self._folds + 1, snapshot.rows[: plan.cutoff])
+        assert isinstance(history, StepWindow)
+        snapshot, writes = history.snapshot, history.writes
+        dropped = snapshot.rows[: plan.cutoff]
         del snapshot.window[: plan.cutoff], snapshot.rows[: plan.cutoff]
-        self.moving_summary_buffer = summary
         self._folds += 1
+        if None in dropped:  # the cut reaches messages of this step: write the result whole
+            writes.append.clear()
+            writes.replace = (summary, self._folds, list(snapshot.window))
+        else:
+            writes.fold = (summary, self._folds, dropped)
+        self.moving_summary_buffer = summary
         self.folded = True
 
     async def aprune(self) -> None:
@@ -89,12 +107,12 @@ class ClassicBackend(MemoryBackend):
         self.llm = llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
             summarizer=None, token_counter=self.policy.counter)
 
-    def memory_for(self, tx: Tx, fold: FoldFn | None = None) -> PolicySummaryBufferMemory:
-        """A real classic memory over the thread's window and summary inside ``tx``."""
-        snapshot = self.store.classic.read(tx)
+    def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
+                   fold: FoldFn | None = None) -> PolicySummaryBufferMemory:
+        """A real classic memory over a thread's snapshot."""
         memory = PolicySummaryBufferMemory(
             llm=self.llm,
-            chat_memory=TxWindow(self.store.classic, tx, snapshot),
+            chat_memory=StepWindow(snapshot, writes or ClassicWrites()),
             moving_summary_buffer=snapshot.summary,
             max_token_limit=self.policy.max_tokens or 2000,
             prompt=self.policy.prompt,
@@ -106,23 +124,51 @@ class ClassicBackend(MemoryBackend):
         memory._fold, memory._policy, memory._folds = fold, self.policy, snapshot.folds
         return memory
 
-    def load(self, tx: Tx) -> MemoryView:
-        memory = self.memory_for(tx)
-        buffer = memory.load_memory_variables({})[memory.memory_key]
-        summary = memory.moving_summary_buffer
-        head, window = (buffer[0], buffer[1:]) if summary else (None, buffer)
-        return MemoryView(thread_id=tx.thread_id, summary=summary, messages=window,
-                          folds=memory._folds, summary_message=head, backend=self.name)
+    # -- I/O ---------------------------------------------------------------------------------
+    def read(self, tx: Tx) -> ClassicSnapshot:
+        return self.store.run(tx, self.store.classic.read)
 
-    def save(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> bool:
-        memory = self.memory_for(tx, fold)
+    async def aread(self, tx: Tx) -> ClassicSnapshot:
+        return await self.store.arun(tx, self.store.classic.read)
+
+    def write(self, tx: Tx, writes: ClassicWrites) -> None:
+        self.store.run(tx, self._apply, writes)
+
+    async def awrite(self, tx: Tx, writes: ClassicWrites) -> None:
+        await self.store.arun(tx, self._apply, writes)
+
+    def _apply(self, tx: Tx, writes: ClassicWrites) -> None:
+        state = self.store.classic
+        if writes.clear:
+            state.clear(tx)
+        if writes.replace is not None:
+            state.replace(tx, *writes.replace)
+            return
+        state.append(tx, writes.append)
+        if writes.fold is not None:
+            state.fold(tx, *writes.fold)
+
+    # -- behaviour -----------------------------------------------------------------------------
+    def step(self, state: ClassicSnapshot, turn: Sequence[BaseMessage],
+             fold: FoldFn) -> tuple[ClassicWrites | None, bool]:
+        writes = ClassicWrites()
+        memory = self.memory_for(state, writes, fold)
         if turn:
             memory.chat_memory.add_messages(list(turn))
         memory.prune()
-        return memory.folded
+        changed = bool(writes.append or writes.fold or writes.replace or writes.clear)
+        return (writes if changed else None), memory.folded
 
-    def clear(self, tx: Tx) -> None:
-        self.store.classic.clear(tx)
+    def view(self, thread_id: str, state: ClassicSnapshot) -> MemoryView:
+        memory = self.memory_for(state)
+        buffer = memory.load_memory_variables({})[memory.memory_key]
+        summary = memory.moving_summary_buffer
+        head, window = (buffer[0], buffer[1:]) if summary else (None, buffer)
+        return MemoryView(thread_id=thread_id, summary=summary, messages=window,
+                          folds=memory._folds, summary_message=head, backend=self.name)
 
-    def restore(self, tx: Tx, record: ThreadRecord) -> None:
-        self.store.classic.replace(tx, record.summary, record.folds, record.window)
+    def clear_writes(self) -> ClassicWrites:
+        return ClassicWrites(clear=True)
+
+    def restore_writes(self, record: ThreadRecord) -> ClassicWrites:
+        return ClassicWrites(replace=(record.summary, record.folds, list(record.window)))

@@ -78,7 +78,11 @@ class AgentHooks(Protocol):
 
     def agent_fold(self) -> FoldFn: ...
 
+    def agent_afold(self) -> Any: ...
+
     def after_agent(self, window: Sequence[BaseMessage]) -> None: ...
+
+    async def aafter_agent(self, window: Sequence[BaseMessage]) -> None: ...
 
 
 class _Declined(Exception):
@@ -101,6 +105,7 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         self.policy = policy
         self.hooks = hooks
         self._fold: FoldFn | None = None
+        self._afold: Any = None
         self._plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
         self._folds = 0
 
@@ -141,24 +146,51 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
             update["memshift_folds"] = int(state.get("memshift_folds") or 0) + 1
         return update
 
+    async def _acreate_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
+        assert self._afold is not None, "afold_update binds the async fold function"
+        plan = self._plan
+        if plan is None:
+            _, previous, folded = split_summary(messages_to_summarize)
+            plan = (previous, self._folds, folded, FoldPlan(len(folded), "forced"))
+        summary = await self._afold(*plan)
+        if summary is None:
+            raise _Declined
+        return summary
+
+    async def afold_update(self, state: dict[str, Any], afold: Any) -> dict[str, Any] | None:
+        """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
+        bound = copy.copy(self)
+        bound._afold, bound._plan = afold, None
+        bound._folds = int(state.get("memshift_folds") or 0)
+        try:
+            update = await SummarizationMiddleware.abefore_model(bound, state, None)  # type: ignore[arg-type]
+        except _Declined:
+            return None
+        if update:
+            update["memshift_folds"] = bound._folds + 1
+        return update
+
     # -- inside create_agent ----------------------------------------------------------------
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Fold before the model call; the pending question is the newest turn and stays."""
+    def _hooks(self) -> AgentHooks:
         if self.hooks is None:
             raise RuntimeError("this middleware belongs to a memshift memory; use memory.middleware")
-        return self.fold_update(state, self.hooks.agent_fold())
+        return self.hooks
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Fold before the model call; the pending question is the newest turn and stays."""
+        return self.fold_update(state, self._hooks().agent_fold())
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+        return await self.afold_update(state, self._hooks().agent_afold())
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record the agent's turn in the transcript (and keep checkpoints bounded)."""
-        if self.hooks is not None:
-            self.hooks.after_agent(split_summary(state["messages"])[2])
+        self._hooks().after_agent(split_summary(state["messages"])[2])
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
+        await self._hooks().aafter_agent(split_summary(state["messages"])[2])
+        return None
 
 
 class MiddlewareBackend(MemoryBackend):
@@ -180,38 +212,73 @@ class MiddlewareBackend(MemoryBackend):
     def config(thread_id: str) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id}}
 
-    def _graph(self, tx: Tx) -> Any:
-        return self.graph.copy({"checkpointer": self.store.checkpoints.saver(tx)})
+    def _graph(self, saver: Any) -> Any:
+        return self.graph.copy({"checkpointer": saver})
 
-    def load(self, tx: Tx) -> MemoryView:
-        values = dict(self._graph(tx).get_state(self.config(tx.thread_id)).values or {})
+    # -- I/O: one checkpoint read, one checkpoint write ------------------------------------------
+    def read(self, tx: Tx) -> tuple[dict[str, Any], int]:
+        with self.store.guard("read checkpoint"):
+            snapshot = self._graph(self.store.checkpoints.saver(tx)).get_state(
+                self.config(tx.thread_id))
+        return dict(snapshot.values or {}), int((snapshot.metadata or {}).get("step", -1))
+
+    async def aread(self, tx: Tx) -> tuple[dict[str, Any], int]:
+        saver = await self.store.checkpoints.asaver(tx)
+        if saver is None:  # nothing to wait for
+            return self.read(tx)
+        with self.store.guard("read checkpoint"):
+            snapshot = await self._graph(saver).aget_state(self.config(tx.thread_id))
+        return dict(snapshot.values or {}), int((snapshot.metadata or {}).get("step", -1))
+
+    def write(self, tx: Tx, writes: dict[str, Any]) -> None:
+        saver = self.store.checkpoints.saver(tx)
+        with self.store.guard("write checkpoint"):
+            if writes.get("delete"):
+                saver.delete_thread(tx.thread_id)
+                return
+            self._graph(saver).update_state(self.config(tx.thread_id), writes["update"],
+                                            as_node=FOLD_NODE)
+        if writes["retain"]:
+            self.store.run(tx, self.store.checkpoints.retain)
+
+    async def awrite(self, tx: Tx, writes: dict[str, Any]) -> None:
+        saver = await self.store.checkpoints.asaver(tx)
+        if saver is None:  # nothing to wait for
+            return self.write(tx, writes)
+        with self.store.guard("write checkpoint"):
+            if writes.get("delete"):
+                await saver.adelete_thread(tx.thread_id)
+                return
+            await self._graph(saver).aupdate_state(self.config(tx.thread_id), writes["update"],
+                                                   as_node=FOLD_NODE)
+        if writes["retain"]:
+            await self.store.arun(tx, self.store.checkpoints.retain)
+
+    # -- behaviour -------------------------------------------------------------------------------
+    def step(self, state: tuple[dict[str, Any], int], turn: Sequence[BaseMessage],
+             fold: FoldFn) -> tuple[dict[str, Any] | None, bool]:
+        values, step = state
+        current = {**values, "messages": [*values.get("messages", []), *turn]}
+        update = self.middleware.fold_update(current, fold)
+        if update is None and not turn:
+            return None, False
+        # retention runs with folds and every `keep` saves: bounded, not a prune per save
+        retain = update is not None or (step + 1) % self.store.checkpoints.keep == 0
+        return {"update": update or {"messages": list(turn)}, "retain": retain}, update is not None
+
+    def view(self, thread_id: str, state: tuple[dict[str, Any], int]) -> MemoryView:
+        values = state[0]
         head, summary, window = split_summary(values.get("messages", []))
-        return MemoryView(thread_id=tx.thread_id, summary=summary, messages=window,
+        return MemoryView(thread_id=thread_id, summary=summary, messages=window,
                           folds=int(values.get("memshift_folds") or 0), summary_message=head,
                           backend=self.name)
 
-    def save(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> bool:
-        graph, config = self._graph(tx), self.config(tx.thread_id)
-        snapshot = graph.get_state(config)
-        values = dict(snapshot.values or {})
-        state = {**values, "messages": [*values.get("messages", []), *turn]}
-        update = self.middleware.fold_update(state, fold)
-        if update is None and not turn:
-            return False
-        graph.update_state(config, update or {"messages": list(turn)}, as_node=FOLD_NODE)
-        step = int((snapshot.metadata or {}).get("step", -1)) + 1
-        if update is not None or step % self.store.checkpoints.keep == 0:
-            self.store.checkpoints.retain(tx)  # bounded storage without a prune on every save
-        return update is not None
+    def clear_writes(self) -> dict[str, Any]:
+        return {"delete": True}
 
-    def clear(self, tx: Tx) -> None:
-        self.store.checkpoints.delete(tx)
-
-    def restore(self, tx: Tx, record: ThreadRecord) -> None:
+    def restore_writes(self, record: ThreadRecord) -> dict[str, Any]:
         head = [build_summary_message(record.summary)] if record.summary else []
-        self._graph(tx).update_state(
-            self.config(tx.thread_id),
-            {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *head, *record.window],
-             "memshift_folds": record.folds},
-            as_node=FOLD_NODE)
-        self.store.checkpoints.retain(tx)
+        return {"update": {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *head,
+                                        *record.window],
+                           "memshift_folds": record.folds},
+                "retain": True}

@@ -6,24 +6,27 @@
 - ``Checkpoints``: the LangGraph saver (bound to a transaction for memshift's writes, and a
   standalone one for ``create_agent``) and checkpoint retention.
 
-Every write goes through ``Store.transaction(thread_id)``: one connection, one transaction,
-the thread's lock held for exactly that transaction. The summarizer is never called inside
-one (the engine commits the turn first and folds afterwards).
+Every write is one transaction (``begin`` … ``commit``/``rollback``, or the
+``transaction(thread_id)`` context manager): one connection, the thread's lock held for
+exactly that transaction. The summarizer is never called inside one (the engine commits the
+turn first and folds afterwards). Each I/O method has an async twin; the concern methods
+take a transaction and are run by ``Store.run`` / ``Store.arun``, so SQL is written once
+(SQLAlchemy runs it on the async driver without threads).
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Store", "Tx"]
+__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Store", "Tx", "in_transaction"]
 
 
 class Tx:
@@ -77,6 +80,10 @@ class Checkpoints(ABC):
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         """A saver whose reads and writes happen inside ``tx``."""
 
+    async def asaver(self, tx: Tx) -> BaseCheckpointSaver | None:
+        """An async saver inside ``tx``; ``None`` when the sync saver does no I/O (memory)."""
+        return None
+
     @property
     @abstractmethod
     def checkpointer(self) -> BaseCheckpointSaver:
@@ -86,12 +93,12 @@ class Checkpoints(ABC):
     def retain(self, tx: Tx) -> None:
         """Keep the newest ``keep`` root-namespace checkpoints of the thread (and what they use)."""
 
-    def delete(self, tx: Tx) -> None:
-        """Forget the thread's checkpoints."""
-        self.saver(tx).delete_thread(tx.thread_id)
 
     def close(self) -> None:
         """Release the standalone checkpointer's connections."""
+
+    async def aclose(self) -> None:
+        """Release this event loop's async checkpointer, if any."""
 
 
 class Store(ABC):
@@ -107,21 +114,54 @@ class Store(ABC):
 
     # -- transactions --------------------------------------------------------------------
     @abstractmethod
-    def transaction(self, thread_id: str) -> AbstractContextManager[Tx]:
-        """One write unit for ``thread_id``: lock and transaction begin and end together.
-        On any error the whole unit rolls back and ``StoreError`` is raised."""
+    def begin(self, thread_id: str, write: bool = True) -> Tx:
+        """Open a transaction; a write one takes the thread's lock first thing."""
 
     @abstractmethod
-    def snapshot(self, thread_id: str) -> AbstractContextManager[Tx]:
-        """A read-only, consistent view of one thread (no lock)."""
+    def commit(self, tx: Tx) -> None:
+        """Commit and release the connection and the lock (also when the commit fails)."""
+
+    @abstractmethod
+    def rollback(self, tx: Tx) -> None:
+        """Roll back and release; never raises (the connection may be gone)."""
+
+    async def abegin(self, thread_id: str, write: bool = True) -> Tx:
+        return self.begin(thread_id, write)
+
+    async def acommit(self, tx: Tx) -> None:
+        self.commit(tx)
+
+    async def arollback(self, tx: Tx) -> None:
+        self.rollback(tx)
+
+    def run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a concern method ``fn(tx, *args)`` inside ``tx``."""
+        return fn(tx, *args)
+
+    async def arun(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:
+        """The async twin of ``run`` (in memory there is no I/O to wait for)."""
+        return fn(tx, *args)
 
     @contextmanager
-    def _stripe(self, thread_id: str) -> Iterator[None]:
-        """Writers of one thread in this process queue here, not on the database lock."""
+    def transaction(self, thread_id: str, write: bool = True) -> Iterator[Tx]:
+        """``begin`` … ``commit``, or ``rollback`` on any error (sync code paths)."""
+        tx = self.begin(thread_id, write)
+        try:
+            yield tx
+        except BaseException:
+            self.rollback(tx)
+            raise
+        self.commit(tx)
+
+    def snapshot(self, thread_id: str) -> Any:
+        """A read-only, consistent view of one thread (no lock)."""
+        return self.transaction(thread_id, write=False)
+
+    def _stripe(self, thread_id: str) -> threading.Lock:
+        """Sync writers of one thread in this process queue here, not on the database lock."""
         from adapters.stores.url import stripe_of
 
-        with self._stripes[stripe_of(thread_id, self.lock_stripes)]:
-            yield
+        return self._stripes[stripe_of(thread_id, self.lock_stripes)]
 
     # -- thread log ----------------------------------------------------------------------
     @abstractmethod
@@ -165,3 +205,24 @@ class Store(ABC):
     def close(self) -> None:
         """Release connections."""
         self.checkpoints.close()
+
+    async def aclose(self) -> None:
+        """Release this event loop's async connections."""
+        await self.checkpoints.aclose()
+
+
+def in_transaction(store: Store, thread_id: str, body: Callable[[Tx], Any],
+                   write: bool = True) -> Any:
+    """Steps (see ``adapters.io``) that run ``body(tx)`` (itself steps) in one transaction."""
+    from adapters.io import IO
+
+    tx = yield IO(store.begin, store.abegin, thread_id, write)
+    try:
+        result = yield from body(tx)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield IO(store.rollback, store.arollback, tx)
+        raise
+    yield IO(store.commit, store.acommit, tx)
+    return result

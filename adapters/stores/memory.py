@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -26,8 +25,9 @@ def _copy(message: BaseMessage) -> BaseMessage:
 
 
 class MemoryTx(Tx):
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: str, lock: threading.Lock | None) -> None:
         super().__init__(thread_id)
+        self.lock = lock
         self.undo: list[Callable[[], None]] = []
 
 
@@ -133,21 +133,25 @@ class MemoryStore(Store):
     def keep_checkpoints(self) -> int:
         return self.checkpoints.keep
 
-    @contextmanager
-    def transaction(self, thread_id: str) -> Iterator[Tx]:
-        with self._stripe(thread_id):
-            tx = MemoryTx(thread_id)
-            try:
-                yield tx
-            except BaseException:
-                with self._guard:
-                    for undo in reversed(tx.undo):
-                        undo()
-                raise
+    def begin(self, thread_id: str, write: bool = True) -> Tx:
+        lock = self._stripe(thread_id) if write else None
+        if lock is not None:
+            lock.acquire()
+        return MemoryTx(thread_id, lock)
 
-    @contextmanager
-    def snapshot(self, thread_id: str) -> Iterator[Tx]:
-        yield MemoryTx(thread_id)
+    def commit(self, tx: Tx) -> None:
+        assert isinstance(tx, MemoryTx)
+        if tx.lock is not None:
+            tx.lock.release()
+            tx.lock = None
+
+    def rollback(self, tx: Tx) -> None:
+        assert isinstance(tx, MemoryTx)
+        with self._guard:
+            for undo in reversed(tx.undo):
+                undo()
+        tx.undo.clear()
+        self.commit(tx)
 
     # -- thread log ----------------------------------------------------------------------
     def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:

@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
-from adapters.stores.sql import SqlStore, _conn, metadata, scrub_password
+from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata, scrub_password
 from adapters.stores.url import lock_key, sqlalchemy_url
 
 __all__ = ["PostgresStore"]
@@ -38,27 +38,45 @@ class _PostgresCheckpoints(Checkpoints):
     def __init__(self, store: PostgresStore, keep: int) -> None:
         self.store, self.keep = store, keep
         self._pool: Any = None
-        self._standalone: BaseCheckpointSaver | None = None
+        self._standalone: Any = None
 
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from langgraph.checkpoint.postgres import PostgresSaver
 
         return PostgresSaver(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
 
+    async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        assert isinstance(tx, SqlTx) and tx.aconn is not None
+        raw = await tx.aconn.get_raw_connection()
+        return AsyncPostgresSaver(raw.driver_connection)  # type: ignore[arg-type]
+
     @property
     def checkpointer(self) -> BaseCheckpointSaver:
-        """A ``PostgresSaver`` on its own small pool (opened on first use)."""
+        """``PostgresSaver`` (its own small pool) for ``invoke``; ``AsyncPostgresSaver``
+        (a pool per event loop) for ``ainvoke``."""
         if self._standalone is None:
             from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
             from psycopg_pool import ConnectionPool
 
+            from adapters.stores.dual import DualSaver
+
             with self.store.guard("open checkpointer"):
-                self._pool = ConnectionPool(
-                    self.store.conninfo, min_size=1, max_size=4, open=True,
-                    kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
-                self._standalone = PostgresSaver(self._pool)  # type: ignore[arg-type]
+                self._pool = ConnectionPool(self.store.conninfo, min_size=1, max_size=4,
+                                            open=True, kwargs=_saver_kwargs())
+                self._standalone = DualSaver(PostgresSaver(self._pool),  # type: ignore[arg-type]
+                                             self._make_async)
         return self._standalone
+
+    async def _make_async(self) -> tuple[BaseCheckpointSaver, Any]:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg_pool import AsyncConnectionPool
+
+        pool = AsyncConnectionPool(self.store.conninfo, min_size=1, max_size=4, open=False,
+                                   kwargs=_saver_kwargs())
+        await pool.open()
+        return AsyncPostgresSaver(pool), pool.close  # type: ignore[arg-type]
 
     def retain(self, tx: Tx) -> None:
         from adapters._upstream import postgres_retain_statements
@@ -71,6 +89,16 @@ class _PostgresCheckpoints(Checkpoints):
         if self._pool is not None:
             self._pool.close()
             self._pool = self._standalone = None
+
+    async def aclose(self) -> None:
+        if self._standalone is not None:
+            await self._standalone.aclose()
+
+
+def _saver_kwargs() -> dict[str, Any]:
+    from psycopg.rows import dict_row
+
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
 
 class PostgresStore(SqlStore):
@@ -98,6 +126,7 @@ class PostgresStore(SqlStore):
                                max_overflow=pool_size, hide_parameters=True,
                                connect_args={"prepare_threshold": None})
         super().__init__(redacted, engine)
+        self._pool_size = pool_size
         self.checkpoints = _PostgresCheckpoints(self, keep_checkpoints)
         self._setup(psycopg)
 
@@ -140,6 +169,13 @@ class PostgresStore(SqlStore):
 
     def _dialect_insert(self, table: Any) -> Any:
         return pg_insert(table)
+
+    def _make_async_engine(self) -> Any:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        return create_async_engine(sqlalchemy_url(self.conninfo), pool_size=self._pool_size,
+                                   max_overflow=self._pool_size, hide_parameters=True,
+                                   connect_args={"prepare_threshold": None})
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": lock_key(thread_id)})

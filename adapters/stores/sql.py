@@ -12,10 +12,11 @@ modules bring the per-thread lock that lives exactly as long as it.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
@@ -30,6 +31,8 @@ from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Store, Tx
 
 __all__ = ["SqlStore", "SqlTx", "scrub_password"]
+
+logger = logging.getLogger("memshift.store")
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
 
@@ -82,13 +85,17 @@ def load_message(raw: str) -> BaseMessage:
 
 
 class SqlTx(Tx):
-    def __init__(self, thread_id: str, conn: Connection) -> None:
+    """``conn``: the sync connection (for an async transaction, the greenlet-bridged one
+    that ``AsyncConnection.run_sync`` hands over); ``aconn``: the async connection."""
+
+    def __init__(self, thread_id: str, conn: Connection | None, aconn: Any = None,
+                 lock: Any = None) -> None:
         super().__init__(thread_id)
-        self.conn = conn
+        self.conn, self.aconn, self.lock = conn, aconn, lock
 
 
 def _conn(tx: Tx) -> Connection:
-    assert isinstance(tx, SqlTx), "a SQL store needs its own transaction"
+    assert isinstance(tx, SqlTx) and tx.conn is not None, "run SQL through Store.run/arun"
     return tx.conn
 
 
@@ -145,6 +152,9 @@ class SqlStore(Store):
         self.url = url
         self.engine = engine
         self.classic = SqlClassic(self)
+        import weakref
+
+        self._aengines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -- dialect ---------------------------------------------------------------------
     @abstractmethod
@@ -172,18 +182,97 @@ class SqlStore(Store):
             raise StoreError(f"{what} failed on {self.url}: {type(exc).__name__}: {detail}") from exc
 
     # -- transactions ----------------------------------------------------------------
-    @contextmanager
-    def transaction(self, thread_id: str) -> Iterator[Tx]:
-        with self._stripe(thread_id), self.guard("write"), \
-                self.engine.connect().execution_options(memshift_write=True) as conn:
-            with self._begin(conn):
-                self._lock(conn, thread_id)
-                yield SqlTx(thread_id, conn)
+    def begin(self, thread_id: str, write: bool = True) -> Tx:
+        lock = self._stripe(thread_id) if write else None
+        if lock is not None:
+            lock.acquire()
+        conn = None
+        try:
+            with self.guard("begin"):
+                conn = self.engine.connect().execution_options(memshift_write=write)
+                conn.begin()
+                if write:
+                    self._lock(conn, thread_id)
+            return SqlTx(thread_id, conn, lock=lock)
+        except BaseException:
+            if conn is not None:
+                _close_quietly(conn)
+            if lock is not None:
+                lock.release()
+            raise
 
-    @contextmanager
-    def snapshot(self, thread_id: str) -> Iterator[Tx]:
-        with self.guard("read"), self.engine.connect() as conn, conn.begin():
-            yield SqlTx(thread_id, conn)
+    def commit(self, tx: Tx) -> None:
+        assert isinstance(tx, SqlTx) and tx.conn is not None
+        try:
+            with self.guard("commit"):
+                tx.conn.commit()
+        finally:
+            _close_quietly(tx.conn)
+            if tx.lock is not None:
+                tx.lock.release()
+                tx.lock = None
+
+    def rollback(self, tx: Tx) -> None:
+        assert isinstance(tx, SqlTx) and tx.conn is not None
+        _close_quietly(tx.conn)  # closing a connection rolls its transaction back
+        if tx.lock is not None:
+            tx.lock.release()
+            tx.lock = None
+
+    # -- the async driver (same SQL, run through SQLAlchemy's async engine) --------------
+    def _async_url(self) -> str:
+        raise NotImplementedError
+
+    def _async_engine(self) -> Any:
+        """One async engine per event loop (async connections belong to their loop)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        engine = self._aengines.get(loop)
+        if engine is None:
+            engine = self._make_async_engine()
+            self._aengines[loop] = engine
+        return engine
+
+    def _make_async_engine(self) -> Any:
+        raise NotImplementedError
+
+    async def abegin(self, thread_id: str, write: bool = True) -> Tx:
+        aconn = None
+        try:
+            with self.guard("begin"):
+                aconn = await self._async_engine().connect()
+                aconn = await aconn.execution_options(memshift_write=write)
+                await aconn.begin()
+                if write:
+                    await aconn.run_sync(self._lock, thread_id)
+            return SqlTx(thread_id, None, aconn)
+        except BaseException:
+            if aconn is not None:
+                await _aclose_quietly(aconn)
+            raise
+
+    async def acommit(self, tx: Tx) -> None:
+        assert isinstance(tx, SqlTx) and tx.aconn is not None
+        try:
+            with self.guard("commit"):
+                await tx.aconn.commit()
+        finally:
+            await _aclose_quietly(tx.aconn)
+
+    async def arollback(self, tx: Tx) -> None:
+        assert isinstance(tx, SqlTx) and tx.aconn is not None
+        await _aclose_quietly(tx.aconn)
+
+    async def arun(self, tx: Tx, fn: Any, *args: Any) -> Any:
+        assert isinstance(tx, SqlTx) and tx.aconn is not None
+        with self.guard("store operation"):
+            return await tx.aconn.run_sync(
+                lambda conn: fn(SqlTx(tx.thread_id, conn, tx.aconn), *args))
+
+    def run(self, tx: Tx, fn: Any, *args: Any) -> Any:
+        with self.guard("store operation"):
+            return fn(tx, *args)
 
     def upsert_classic(self, conn: Connection, thread_id: str, summary: str, folds: int) -> None:
         stmt = self._dialect_insert(classic_table).values(
@@ -255,3 +344,32 @@ class SqlStore(Store):
     def close(self) -> None:
         super().close()
         self.engine.dispose()
+        self._aengines.clear()  # their pools are dropped with their loops
+
+    async def aclose(self) -> None:
+        """Dispose of this loop's async engine (call before the loop ends)."""
+        import asyncio
+
+        engine = self._aengines.pop(asyncio.get_running_loop(), None)
+        if engine is not None:
+            await engine.dispose()
+        await self.checkpoints.aclose()
+
+
+def _close_quietly(conn: Connection) -> None:
+    """Close (which rolls back); a connection that died is discarded, not returned."""
+    try:
+        conn.close()
+    except Exception as exc:
+        logger.debug("discarding a dead connection: %s", type(exc).__name__)
+        with suppress(Exception):
+            conn.invalidate()
+
+
+async def _aclose_quietly(aconn: Any) -> None:
+    try:
+        await aconn.close()
+    except Exception as exc:
+        logger.debug("discarding a dead connection: %s", type(exc).__name__)
+        with suppress(Exception):
+            await aconn.invalidate()

@@ -22,20 +22,24 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, Tx
-from adapters.stores.sql import SqlStore, _conn, metadata
+from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
 
 __all__ = ["SqliteStore"]
 
 BUSY_TIMEOUT_S = 60
 
 
+_PRAGMAS = (f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}", "PRAGMA journal_mode=WAL",
+            "PRAGMA synchronous=NORMAL")
+
+
 def _pragmas(conn: Any) -> None:
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    for pragma in _PRAGMAS:
+        conn.execute(pragma)
 
 
 @contextmanager
@@ -54,17 +58,27 @@ def _file_lock(path: str) -> Iterator[None]:
 class _SqliteCheckpoints(Checkpoints):
     def __init__(self, store: SqliteStore, keep: int) -> None:
         self.store, self.keep = store, keep
-        self._standalone: BaseCheckpointSaver | None = None
+        self._standalone: Any = None
 
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from adapters._upstream import sqlite_saver_in_transaction
 
         return sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)
 
+    async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
+        from adapters._upstream import async_sqlite_saver_in_transaction
+
+        assert isinstance(tx, SqlTx) and tx.aconn is not None
+        raw = await tx.aconn.get_raw_connection()
+        return async_sqlite_saver_in_transaction(raw.driver_connection)
+
     @property
     def checkpointer(self) -> BaseCheckpointSaver:
+        """``SqliteSaver`` for ``invoke``, ``AsyncSqliteSaver`` (per event loop) for ``ainvoke``."""
         if self._standalone is None:
             from langgraph.checkpoint.sqlite import SqliteSaver
+
+            from adapters.stores.dual import DualSaver
 
             with self.store.guard("open checkpointer"):
                 conn = sqlite3.connect(str(self.store.path), check_same_thread=False,
@@ -72,8 +86,19 @@ class _SqliteCheckpoints(Checkpoints):
                 _pragmas(conn)
                 saver = SqliteSaver(conn)
                 saver.is_setup = True  # the store created the tables under its file lock
-            self._standalone = saver
+            self._standalone = DualSaver(saver, self._make_async)
         return self._standalone
+
+    async def _make_async(self) -> tuple[BaseCheckpointSaver, Any]:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        conn = await aiosqlite.connect(str(self.store.path), timeout=BUSY_TIMEOUT_S)
+        for pragma in _PRAGMAS:
+            await conn.execute(pragma)
+        saver = AsyncSqliteSaver(conn)
+        saver.is_setup = True
+        return saver, conn.close
 
     def retain(self, tx: Tx) -> None:
         """Keep the newest ``keep`` checkpoints of the thread's root namespace (SqliteSaver
@@ -91,8 +116,29 @@ class _SqliteCheckpoints(Checkpoints):
 
     def close(self) -> None:
         if self._standalone is not None:
-            self._standalone.conn.close()  # type: ignore[attr-defined]
+            self._standalone.sync.conn.close()
             self._standalone = None
+
+    async def aclose(self) -> None:
+        if self._standalone is not None:
+            await self._standalone.aclose()
+
+
+def _configure(engine: Any) -> None:
+    """Pragmas on every connection; memshift issues BEGIN itself (writers: IMMEDIATE)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi: Any, _record: Any) -> None:
+        dbapi.isolation_level = None  # no implicit BEGIN from the driver
+        cursor = dbapi.cursor()
+        for pragma in _PRAGMAS:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:  # writers take SQLite's lock up front
+        write = conn.get_execution_options().get("memshift_write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 class SqliteStore(SqlStore):
@@ -107,17 +153,8 @@ class SqliteStore(SqlStore):
         self.path = Path(path[1:])  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
         self.path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(f"sqlite:///{self.path}", connect_args={
-            "timeout": BUSY_TIMEOUT_S, "check_same_thread": False, "isolation_level": None})
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi: Any, _record: Any) -> None:
-            _pragmas(dbapi)
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:  # writers take SQLite's lock up front
-            write = conn.get_execution_options().get("memshift_write")
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
+            "timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
+        _configure(engine)
         super().__init__(url, engine)
         self.checkpoints = _SqliteCheckpoints(self, keep_checkpoints)
         with self.guard("create tables"), _file_lock(str(self.path) + ".memshift-lock"):
@@ -137,6 +174,16 @@ class SqliteStore(SqlStore):
 
     def _dialect_insert(self, table: Any) -> Any:
         return sqlite_insert(table)
+
+    def _make_async_engine(self) -> Any:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        # No pool: an aiosqlite connection owns a thread that reports to its event loop, and
+        # opening one costs less than a millisecond.
+        engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}", poolclass=NullPool,
+                                     connect_args={"timeout": BUSY_TIMEOUT_S})
+        _configure(engine.sync_engine)
+        return engine
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         """``BEGIN IMMEDIATE`` (in the begin event) already holds SQLite's one writer lock."""
