@@ -35,6 +35,7 @@ __all__ = [
     "StructuredSummarizer",
     "Summarizer",
     "SummarizerChatModel",
+    "build_summarizer",
     "resolve_summarizer",
     "run_summarizer",
     "summarize_steps",
@@ -226,6 +227,17 @@ def resolve_summarizer(
                                    max_tokens=max_tokens)
         return StructuredSummarizer(chat, json_summary=True) if structured else chat
     raise ConfigError(f"llm must be a LangChain chat model, got {type(llm).__name__}")
+
+
+def build_summarizer(policy: Any, llm: Any = None, summarizer: Any = None, *,
+                     human_prefix: str = "Human", ai_prefix: str = "AI") -> Summarizer:
+    """The one place a summarizer is built from a policy and an ``llm`` or callable: the
+    facade, resummarize, replay and the CLI's ``--model`` all come through here, so one model
+    always gets the same prompt, format and cap."""
+    return resolve_summarizer(
+        llm, summarizer, prompt=policy.prompt, human_prefix=human_prefix, ai_prefix=ai_prefix,
+        structured=policy.summary_format == "structured", max_tokens=policy.max_summary_tokens,
+        counter=policy.counter)
 
 
 def summarizer_io(summarizer: Any, summary: str, messages: Sequence[BaseMessage],

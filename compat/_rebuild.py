@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from adapters import MemoryPolicy, ThreadRecord
-from adapters.summarizer import resolve_summarizer
+from adapters.summarizer import build_summarizer
 from compat._turns import split_turns
 
 if TYPE_CHECKING:
@@ -23,10 +23,8 @@ def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None)
     llm = llm or getattr(getattr(current, "inner", current), "llm", None)
     if llm is None:
         return current
-    return resolve_summarizer(llm, None, prompt=policy.prompt, human_prefix=memory.human_prefix,
-                              ai_prefix=memory.ai_prefix,
-                              structured=policy.summary_format == "structured",
-                              max_tokens=policy.max_summary_tokens, counter=policy.counter)
+    return build_summarizer(policy, llm, human_prefix=memory.human_prefix,
+                            ai_prefix=memory.ai_prefix)
 
 
 def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,

@@ -124,11 +124,10 @@ def print_report(report: ReplayReport, out: TextIO) -> None:
 def _summarizer(args: argparse.Namespace, policy: MemoryPolicy) -> Any:
     if not args.model:
         return None
-    from adapters.summarizer import ChatModelSummarizer
+    from adapters.summarizer import build_summarizer
     from compat.models import resolve_model
 
-    return ChatModelSummarizer(resolve_model(args.model, base_url=args.base_url), policy.prompt,
-                               max_tokens=policy.max_summary_tokens)
+    return build_summarizer(policy, resolve_model(args.model, base_url=args.base_url))
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

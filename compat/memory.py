@@ -24,7 +24,7 @@ from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.folds import FoldRecord
 from adapters.shadow import ShadowEngine
-from adapters.summarizer import CachingSummarizer, resolve_summarizer, summarizer_name
+from adapters.summarizer import CachingSummarizer, build_summarizer, summarizer_name
 from compat._keys import resolve_input, resolve_output
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.history import MemshiftChatHistory
@@ -93,12 +93,8 @@ class SummaryMemory(BaseMemory):
             )
         check_upstream()
         self._policy = self._resolve_policy()
-        summarizer = resolve_summarizer(
-            self.llm, self.summarizer, prompt=self._policy.prompt,
-            human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
-            structured=self._policy.summary_format == "structured",
-            max_tokens=self._policy.max_summary_tokens, counter=self._policy.counter,
-        )
+        summarizer = build_summarizer(self._policy, self.llm, self.summarizer,
+                                      human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
         if self.thread_id is not None:
             check_thread_id(self.thread_id)
         self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters import MemoryPolicy, compare_views
-from adapters.summarizer import CachingSummarizer, Summarizer, resolve_summarizer
+from adapters.summarizer import CachingSummarizer, Summarizer, build_summarizer
 from compat.baselines import baseline_history, facts_in
 from compat.conversations import Turn, iter_turns, read_messages
 from compat.memory import SummaryMemory
@@ -84,9 +84,7 @@ def replay(
 ) -> ReplayReport:
     """Save every turn on every backend; compare the views after each save."""
     policy = policy or DEFAULT_REPLAY_POLICY
-    inner = summarizer or resolve_summarizer(
-        None, None, prompt=policy.prompt, structured=policy.summary_format == "structured",
-        max_tokens=policy.max_summary_tokens, counter=policy.counter)
+    inner = summarizer or build_summarizer(policy)
     shared = CachingSummarizer(inner) if share_summaries else None
     tapes = {name: _Tape(shared or inner) for name in backends}
     memories = {

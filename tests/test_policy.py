@@ -84,3 +84,24 @@ def test_oversize_newest_turn_folds_everything_before_it_only() -> None:
     window = _turns(2) + [HumanMessage("huge " * 500), AIMessage("ok")]
     plan = MemoryPolicy(max_tokens=50).plan_fold(window)
     assert plan.cutoff == 4
+
+
+def test_one_summarizer_factory_gives_llm_and_cli_model_the_same_input(monkeypatch) -> None:
+    """``llm=`` and ``--model`` reach the same model with the same structured prompt."""
+    import argparse
+
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from adapters.summarizer import StructuredSummarizer
+    from compat import SummaryMemory
+    from compat.cli import _summarizer
+
+    policy = MemoryPolicy(max_tokens=100, summary_format="structured", max_summary_tokens=50)
+    model = FakeListChatModel(responses=["{}"])
+    monkeypatch.setattr("compat.models.resolve_model", lambda spec, base_url=None: model)
+    from_cli = _summarizer(argparse.Namespace(model="fake:x", base_url=None), policy)
+    from_llm = SummaryMemory(policy=policy, llm=model).backend_impl.summarizer
+    for built in (from_cli, from_llm):
+        assert isinstance(built, StructuredSummarizer) and built.json_summary
+        assert built.inner.llm is model and built.inner.max_tokens == 50
+        assert built.inner.prompt.template == policy.prompt.template

@@ -98,7 +98,7 @@ def test_no_share_labels_model_nondeterminism(monkeypatch: pytest.MonkeyPatch,
         def summarize(self, summary: str, messages: list) -> str:
             return f"summary #{next(counter)}"
 
-    monkeypatch.setattr("compat.replay.resolve_summarizer", lambda *a, **k: Drifting())
+    monkeypatch.setattr("compat.replay.build_summarizer", lambda *a, **k: Drifting())
     code = cli.main(["replay", "--quiet", "--no-share", "--max-tokens", "100",
                      str(CONVERSATIONS / "lance_49ers.jsonl")])
     out = capsys.readouterr().out
