@@ -110,7 +110,7 @@ def async_sqlite_saver_in_transaction(conn: Any) -> Any:
     ``conn.commit()`` after each write): memshift's transaction commits once."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    saver = AsyncSqliteSaver(_NoCommit(conn))
+    saver = AsyncSqliteSaver(_NoCommit(conn))  # type: ignore[arg-type]
     saver.is_setup = True
     return saver
 

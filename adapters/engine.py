@@ -342,13 +342,17 @@ class _AgentHooks:
 
     def agent_fold(self) -> FoldFn:
         thread_id = _run_thread()
-        return lambda *args: run_sync(self._fold(*args, thread_id))
+
+        def fold(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> str | None:
+            return run_sync(self._fold(summary, folds, window, p, thread_id))
+        return fold
 
     def agent_afold(self) -> Any:
         thread_id = _run_thread()
 
-        async def afold(*args: Any) -> str | None:
-            return await run_async(self._fold(*args, thread_id))
+        async def afold(summary: str, folds: int, window: Sequence[BaseMessage],
+                        p: FoldPlan) -> str | None:
+            return await run_async(self._fold(summary, folds, window, p, thread_id))
         return afold
 
     def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any

@@ -188,7 +188,7 @@ class MemoryStore(Store):
             records = self._folds.setdefault(tx.thread_id, [])
             records.append(dict(record))
             assert isinstance(tx, MemoryTx)
-            tx.undo.append(records.pop)
+            tx.undo.append(lambda: records.__delitem__(-1))
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self._guard:

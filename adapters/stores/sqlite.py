@@ -63,7 +63,7 @@ class _SqliteCheckpoints(Checkpoints):
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from adapters._upstream import sqlite_saver_in_transaction
 
-        return sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)
+        return sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
 
     async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
         from adapters._upstream import async_sqlite_saver_in_transaction
