@@ -14,6 +14,10 @@ from typing import Any
 from adapters.errors import ConfigError
 
 __all__ = [
+    "build_summary_message",
+    "inmemory_undo",
+    "mark_setup_done",
+    "saver_cursor",
     "CLASSIC_HOOKS",
     "MIDDLEWARE_HOOKS",
     "SQLITE_CHECKPOINT_TABLES",
@@ -82,6 +86,28 @@ def check_upstream() -> None:
     _checked = True
 
 
+# -- SummarizationMiddleware -----------------------------------------------------------------
+def build_summary_message(summary: str) -> Any:
+    """The exact summary message stock ``SummarizationMiddleware`` writes."""
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    return SummarizationMiddleware._build_new_messages(summary)[0]
+
+
+# -- savers: setup done elsewhere, SQL cursors ---------------------------------------------------
+def mark_setup_done(saver: Any) -> Any:
+    """Tell a SQLite saver its tables exist (created under memshift's file lock): its own
+    ``setup()`` runs ``executescript``, which would COMMIT an open transaction."""
+    saver.is_setup = True
+    return saver
+
+
+def saver_cursor(saver: Any) -> Any:
+    """A cursor context on a ``SqliteSaver`` or ``PostgresSaver`` (legacy sources page
+    thread ids with SQL: ``list()`` holds the saver's lock for the whole iteration)."""
+    return saver.cursor() if type(saver).__name__ == "SqliteSaver" else saver._cursor()
+
+
 # -- SQLite: SqliteSaver inside memshift's transaction --------------------------------------
 def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
     """A ``SqliteSaver`` on ``conn`` that neither runs setup (executescript would COMMIT)
@@ -100,9 +126,7 @@ def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
                 finally:
                     cur.close()
 
-    saver = _InTransaction(conn)
-    saver.is_setup = True
-    return saver
+    return mark_setup_done(_InTransaction(conn))
 
 
 def async_sqlite_saver_in_transaction(conn: Any) -> Any:
@@ -110,9 +134,7 @@ def async_sqlite_saver_in_transaction(conn: Any) -> Any:
     ``conn.commit()`` after each write): memshift's transaction commits once."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    saver = AsyncSqliteSaver(_NoCommit(conn))  # type: ignore[arg-type]
-    saver.is_setup = True
-    return saver
+    return mark_setup_done(AsyncSqliteSaver(_NoCommit(conn)))  # type: ignore[arg-type]
 
 
 class _NoCommit:
@@ -147,6 +169,19 @@ def postgres_retain_statements() -> tuple[str, ...]:
 
 
 # -- InMemorySaver ---------------------------------------------------------------------------
+def inmemory_undo(saver: Any, thread_id: str) -> Any:
+    """A function that removes the root checkpoints of ``thread_id`` added after this call
+    (a failed in-memory transaction rolls its checkpoint write back)."""
+    before = set(saver.storage.get(thread_id, {}).get("", {}))
+
+    def undo() -> None:
+        checkpoints = saver.storage.get(thread_id, {}).get("", {})
+        for checkpoint_id in set(checkpoints) - before:
+            checkpoints.pop(checkpoint_id, None)
+            saver.writes.pop((thread_id, "", checkpoint_id), None)
+    return undo
+
+
 def inmemory_retain(saver: Any, thread_id: str, keep: int) -> None:
     """Keep the newest root checkpoints of a thread, their writes and their blobs."""
     checkpoints = saver.storage.get(thread_id, {}).get("")

@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
 from adapters.stores import sqlalchemy_url
+from adapters._upstream import saver_cursor
 from adapters.backends.middleware import split_summary
 from compat.memory import SummaryMemory
 
@@ -168,6 +169,10 @@ class GraphSource:
                  summary_prefixes: tuple[str, ...] = DEFAULT_SUMMARY_PREFIXES) -> None:
         if summary_in not in ("auto", "state", "messages"):
             raise ValueError(f"summary_in must be auto, state or messages, got {summary_in!r}")
+        from adapters.stores.dual import DualSaver
+
+        if isinstance(checkpointer, DualSaver):  # memshift's own: read through the sync side
+            checkpointer = checkpointer.sync
         self.checkpointer = checkpointer
         self.summary_key = summary_key
         self.summary_in = summary_in
@@ -203,8 +208,7 @@ class GraphSource:
         while True:
             query = (f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > {mark} "
                      f"ORDER BY thread_id LIMIT {int(batch)}")
-            with self.checkpointer.cursor() if kind == "SqliteSaver" else \
-                    self.checkpointer._cursor() as cur:
+            with saver_cursor(self.checkpointer) as cur:
                 cur.execute(query, (last,))
                 rows = cur.fetchall()
             page = [r["thread_id"] if isinstance(r, dict) else r[0] for r in rows]

@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from adapters import _upstream
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.stores.base import Tx
@@ -70,7 +71,7 @@ def split_summary(messages: Sequence[BaseMessage]) -> tuple[BaseMessage | None, 
 
 def build_summary_message(summary: str) -> HumanMessage:
     """The exact message stock ``SummarizationMiddleware`` writes."""
-    return SummarizationMiddleware._build_new_messages(summary)[0]
+    return _upstream.build_summary_message(summary)
 
 
 class AgentHooks(Protocol):

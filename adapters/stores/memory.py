@@ -92,16 +92,10 @@ class _MemoryCheckpoints(Checkpoints):
 
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         """The shared saver; checkpoints the transaction adds are removed if it fails."""
-        assert isinstance(tx, MemoryTx)
-        tid, storage = tx.thread_id, self._saver.storage
-        before = set(storage.get(tid, {}).get("", {}))
+        from adapters._upstream import inmemory_undo
 
-        def undo() -> None:
-            checkpoints = storage.get(tid, {}).get("", {})
-            for checkpoint_id in set(checkpoints) - before:
-                checkpoints.pop(checkpoint_id, None)
-                self._saver.writes.pop((tid, "", checkpoint_id), None)
-        tx.undo.append(undo)
+        assert isinstance(tx, MemoryTx)
+        tx.undo.append(inmemory_undo(self._saver, tx.thread_id))
         return self._saver
 
     @property

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from adapters._upstream import mark_setup_done
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
@@ -84,8 +85,7 @@ class _SqliteCheckpoints(Checkpoints):
                 conn = sqlite3.connect(str(self.store.path), check_same_thread=False,
                                        timeout=BUSY_TIMEOUT_S)
                 _pragmas(conn)
-                saver = SqliteSaver(conn)
-                saver.is_setup = True  # the store created the tables under its file lock
+                saver = mark_setup_done(SqliteSaver(conn))
             self._standalone = DualSaver(saver, self._make_async)
         return self._standalone
 
@@ -96,9 +96,7 @@ class _SqliteCheckpoints(Checkpoints):
         conn = await aiosqlite.connect(str(self.store.path), timeout=BUSY_TIMEOUT_S)
         for pragma in _PRAGMAS:
             await conn.execute(pragma)
-        saver = AsyncSqliteSaver(conn)
-        saver.is_setup = True
-        return saver, conn.close
+        return mark_setup_done(AsyncSqliteSaver(conn)), conn.close
 
     def retain(self, tx: Tx) -> None:
         """Keep the newest ``keep`` checkpoints of the thread's root namespace (SqliteSaver
