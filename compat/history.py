@@ -25,7 +25,7 @@ class MemshiftChatHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return self.memory.load(self.session_id).as_messages()
+        return self.memory.prompt_messages(self.memory.load(self.session_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         # RunnableWithMessageHistory hands over [human, ai] once per turn.

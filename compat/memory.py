@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -74,6 +75,7 @@ class SummaryMemory(BaseMemory):
     _backend: MemoryEngine | ShadowEngine = PrivateAttr()
     _store: Store = PrivateAttr()
     _policy: MemoryPolicy = PrivateAttr()
+    _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
 
     def __init__(self, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(type(self).model_fields))
@@ -177,13 +179,18 @@ class SummaryMemory(BaseMemory):
         return bound
 
     def _thread(self, thread_id: str | None) -> str:
+        """The thread a call is about: explicit, else bound, else (in-memory store only) this
+        object's own private thread — one object, one conversation, as with the stock class."""
         tid = thread_id if thread_id is not None else self.thread_id
-        if tid is None:
-            raise ThreadIdRequired(
-                f"no thread id: pass it in inputs[{self.thread_key!r}], bind one with "
-                "memory.for_thread(tid) or SummaryMemory(thread_id=...)"
-            )
-        return check_thread_id(tid)
+        if tid is not None:
+            return check_thread_id(tid)
+        if not self._store.persistent:
+            return self._private_thread
+        raise ThreadIdRequired(
+            f"no thread id, and this memory is on a persistent store ({self._store.url}): a "
+            "stable id is what finds the conversation again after a restart. Pass it in "
+            f"inputs[{self.thread_key!r}], bind one with memory.for_thread(tid), or build the "
+            "memory with SummaryMemory(thread_id=...)")
 
     # -- the memshift API ------------------------------------------------------------
     def load(self, thread_id: str | None = None) -> MemoryView:
@@ -339,8 +346,15 @@ class SummaryMemory(BaseMemory):
     async def abuffer(self) -> Any:
         return (await self.aload_memory_variables({}))[self.memory_key]
 
+    def prompt_messages(self, view: MemoryView) -> list[BaseMessage]:
+        """What an old chain receives: the summary as ``summary_message_cls`` (``SystemMessage``
+        by default, like stock classic) then the window, whichever backend is active, so the
+        flag never changes a prompt. ``create_agent`` keeps the middleware's own placement."""
+        head = [self.summary_message_cls(content=view.summary)] if view.summary else []
+        return [*head, *view.messages]
+
     def _render(self, view: MemoryView) -> dict[str, Any]:
-        messages = view.as_messages()
+        messages = self.prompt_messages(view)
         if self.return_messages:
             return {self.memory_key: messages}
         return {self.memory_key: get_buffer_string(

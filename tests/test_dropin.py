@@ -106,7 +106,7 @@ def test_seed_004_lcel_chain_two_interleaved_threads(backend: str) -> None:
     )
     saved: dict[str, list[BaseMessage]] = {"t1": [], "t2": []}
     for k, (t, q, expected_answer) in enumerate(plan):
-        before = memory.load(t).as_messages()
+        before = memory.prompt_messages(memory.load(t))
         answer = chain.invoke({"query": q, "thread_id": t})
         assert answer == expected_answer
         sent = chat_llm.seen[k]
@@ -218,7 +218,8 @@ def test_stock_constructor_keywords(backend: str) -> None:
     loaded = memory.load_memory_variables({"thread_id": "t"})["chat_history"]
     assert isinstance(loaded, list) and all(isinstance(m, BaseMessage) for m in loaded)
     view = memory.load("t")
-    assert view.folds >= 1 and loaded == view.as_messages()
+    assert view.folds >= 1 and loaded == memory.prompt_messages(view)
+    assert isinstance(loaded[0], SystemMessage) and loaded[0].content == view.summary
     assert "ignored" not in " ".join(m.text for m in memory.transcript("t"))
     assert len(memory.transcript("t")) == 8
     # the summarizer is the given llm and renders the folded lines with the custom prefixes
@@ -259,9 +260,9 @@ def test_key_errors_are_value_errors_like_stock(backend: str) -> None:
     keyed = SummaryMemory(backend=backend, policy=policy(), input_key="question")
     with pytest.raises(ValueError, match="question"):
         keyed.save_context({"query": "x", "thread_id": "t"}, {"output": "z"})
-    with pytest.raises(compat.ThreadIdRequired):
-        memory.save_context({"query": "x"}, {"output": "z"})
+    memory.save_context({"query": "x"}, {"output": "z"})  # in memory: the object's own thread
     assert memory.transcript("t") == [] and keyed.transcript("t") == []
+    assert memory.load().messages[0].content == "x"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -315,3 +316,23 @@ def test_text_block_content_renders_like_stock(backend: str) -> None:
         stock.save_context({"input": human}, {"output": ai})
         memory.save_context({"input": human}, {"output": ai})
         assert memory.load_memory_variables({}) == stock.load_memory_variables({})
+
+
+def test_the_flag_changes_nothing_an_old_chain_sees() -> None:
+    """Same turns, both backends: identical strings and message lists through BaseMemory."""
+    rendered = {}
+    for backend in BACKENDS:
+        for return_messages in (False, True):
+            memory = SummaryMemory(backend=backend, policy=policy(), return_messages=return_messages)
+            for i in range(6):
+                memory.save_context({"input": filler_turn("t", i, 10)[0], "thread_id": "t"},
+                                    {"output": filler_turn("t", i, 10)[1]})
+            value = memory.load_memory_variables({"thread_id": "t"})["history"]
+            assert memory.load("t").folds >= 1
+            rendered[backend, return_messages] = value if isinstance(value, str) else sig(value)
+            history = memory.chat_history("t").messages
+            assert sig(history) == sig(memory.load_memory_variables({"thread_id": "t"})["history"]) \
+                if return_messages else history[0].type == "system"
+    assert rendered["classic", False] == rendered["middleware", False]
+    assert rendered["classic", False].startswith("System: ")
+    assert rendered["classic", True] == rendered["middleware", True]

@@ -105,6 +105,7 @@ class Store(ABC):
     """Persistence for one store URL. Thread ids are data: never paths, never SQL."""
 
     url: str  # redacted: never carries a password
+    persistent: bool = True  # state outlives the process (the in-memory store's does not)
     classic: ClassicState
     checkpoints: Checkpoints
     lock_stripes = 256  # in-process part of a thread lock: bounded memory for any number of threads

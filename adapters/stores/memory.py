@@ -113,6 +113,7 @@ class MemoryStore(Store):
     """Everything in this process; gone when it exits."""
 
     url = "memory"
+    persistent = False
 
     def __init__(self, *, keep_checkpoints: int = 4) -> None:
         super().__init__()

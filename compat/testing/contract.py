@@ -179,16 +179,25 @@ class SummaryMemoryContract:
         assert all(f"FACT-t1-{i // 2} " in c for i, c in enumerate(contents))
 
     # -- thread ids ----------------------------------------------------------------------
-    def test_missing_thread_id_is_an_error(self, memory: SummaryMemory) -> None:
+    def test_missing_thread_id(self, memory: SummaryMemory, capabilities: set[str]) -> None:
+        """Persistent store: a clear ``ThreadIdRequired``. In memory: the object's own private
+        thread (the stock class's one-object-one-conversation), never a shared one."""
         unbound = memory.model_copy(update={"thread_id": None})
-        with pytest.raises(ThreadIdRequired):
-            unbound.load_memory_variables({"input": "hi"})
-        with pytest.raises(ThreadIdRequired):
-            unbound.save_context({"input": "hi"}, {"output": "there"})
+        if "persistent" in capabilities:
+            with pytest.raises(ThreadIdRequired, match="stable id"):
+                unbound.load_memory_variables({"input": "hi"})
+            with pytest.raises(ThreadIdRequired):
+                unbound.save_context({"input": "hi"}, {"output": "there"})
+            with pytest.raises(ThreadIdRequired):
+                unbound.save(None, "hi", "there")
+            return
+        unbound.save_context({"input": "hi"}, {"output": "there"})
+        assert [m.content for m in unbound.load().messages] == ["hi", "there"]
+        assert memory.load("t1").messages == [], "the private thread leaked into a named one"
 
-    @pytest.mark.parametrize("bad", ["", None, 42, "a\x00b"])
+    @pytest.mark.parametrize("bad", ["", 42, "a\x00b", b"bytes"])
     def test_invalid_thread_id_is_an_error(self, memory: SummaryMemory, bad: object) -> None:
-        with pytest.raises((InvalidThreadId, ThreadIdRequired)):
+        with pytest.raises(InvalidThreadId):
             memory.save(bad, "q", "a")  # type: ignore[arg-type]
 
     def test_thread_ids_are_data(self, memory: SummaryMemory) -> None:
