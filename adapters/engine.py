@@ -104,14 +104,24 @@ class MemoryEngine:
     async def aload(self, thread_id: str) -> MemoryView:
         return await run_async(self._load(thread_id))
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """Store one turn, then fold if the real class asks for it. Returns the turn as
-        stored (ids may have been renewed). Raises ``SummarizerError`` only when the policy
-        says ``on_summary_error="raise"``; the turn is committed either way."""
-        return run_sync(self._save(thread_id, list(turn)))
+    def save(self, thread_id: str, turn: Sequence[BaseMessage],
+             fold: bool = True) -> list[BaseMessage]:
+        """Store one turn, then fold if the real class asks for it (``fold=False``: append
+        only, like a stock ``chat_memory.add_messages``). Returns the turn as stored (ids may
+        have been renewed). Raises ``SummarizerError`` only when the policy says
+        ``on_summary_error="raise"``; the turn is committed either way."""
+        return run_sync(self._save(thread_id, list(turn), fold))
 
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn)))
+    async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
+                    fold: bool = True) -> list[BaseMessage]:
+        return await run_async(self._save(thread_id, list(turn), fold))
+
+    def prune(self, thread_id: str) -> None:
+        """Fold now if the policy says the window is over its limit (stock ``prune()``)."""
+        run_sync(self._prune(thread_id))
+
+    async def aprune(self, thread_id: str) -> None:
+        await run_async(self._prune(thread_id))
 
     def clear(self, thread_id: str) -> None:
         run_sync(self._write_whole(thread_id, self.backend.clear_writes()))
@@ -151,7 +161,8 @@ class MemoryEngine:
             yield IO(self.backend.write, self.backend.awrite, tx, writes)
         return folded
 
-    def _save(self, thread_id: str, turn: list[BaseMessage]) -> Steps[list[BaseMessage]]:
+    def _save(self, thread_id: str, turn: list[BaseMessage],
+              fold: bool = True) -> Steps[list[BaseMessage]]:
         planned: list[FoldJob] = []
 
         def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
@@ -174,8 +185,21 @@ class MemoryEngine:
         stored = yield from in_transaction(self.store, thread_id, body)
         if stored is None:
             return turn
-        yield from self._fold(thread_id, planned[-1] if planned else None)
+        if fold:
+            yield from self._fold(thread_id, planned[-1] if planned else None)
         return stored
+
+    def _prune(self, thread_id: str) -> Steps[None]:
+        planned: list[FoldJob] = []
+
+        def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
+            planned.append(FoldJob(summary, folds, tuple(window), p))
+            return None
+
+        def body(tx: Tx) -> Steps[bool]:
+            return (yield from self._step(tx, [], plan))
+        yield from in_transaction(self.store, thread_id, body, write=False)
+        yield from self._fold(thread_id, planned[-1] if planned else None)
 
     def _for_transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if self.policy.redact_transcript:

@@ -174,11 +174,13 @@ class ShadowEngine:
     async def aload(self, thread_id: str) -> MemoryView:
         return await run_async(self._load(thread_id))
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
-        return run_sync(self._save(thread_id, list(turn)))
+    def save(self, thread_id: str, turn: Sequence[BaseMessage],
+             fold: bool = True) -> list[BaseMessage]:
+        return run_sync(self._save(thread_id, list(turn), fold))
 
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage]) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn)))
+    async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
+                    fold: bool = True) -> list[BaseMessage]:
+        return await run_async(self._save(thread_id, list(turn), fold))
 
     async def aclear(self, thread_id: str) -> None:
         await self.primary.aclear(thread_id)
@@ -214,17 +216,18 @@ class ShadowEngine:
             self._record(thread_id, "view", diffs, timings)
         return view
 
-    def _save(self, thread_id: str, turn: list[BaseMessage]) -> Steps[list[BaseMessage]]:
+    def _save(self, thread_id: str, turn: list[BaseMessage],
+              fold: bool = True) -> Steps[list[BaseMessage]]:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
         mirror = self.sampled(thread_id) and self.enabled
         stored = turn
         try:
-            stored = yield from self.primary._save(thread_id, turn)
+            stored = yield from self.primary._save(thread_id, turn, fold)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             if mirror:
                 self._candidate_write(thread_id, "save",
-                                      lambda: self.candidate_backend.save(thread_id, stored))
+                                      lambda: self.candidate_backend.save(thread_id, stored, fold))
         return stored
 
     def clear(self, thread_id: str) -> None:

@@ -26,6 +26,7 @@ from adapters.folds import FoldRecord
 from adapters.shadow import ShadowEngine
 from adapters.summarizer import CachingSummarizer, build_summarizer, summarizer_name
 from compat._keys import resolve_input, resolve_output
+from compat._stock import StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.history import MemshiftChatHistory
 
@@ -37,7 +38,7 @@ STORE_ENV = "MEMSHIFT_STORE"
 DEFAULT_MAX_TOKEN_LIMIT = 2000  # stock ConversationSummaryBufferMemory default
 
 
-class SummaryMemory(BaseMemory):
+class SummaryMemory(StockSurface, BaseMemory):
     """Conversation-summary memory with a switchable backend (``classic`` | ``middleware``).
 
     Accepts the stock ``ConversationSummaryBufferMemory`` keywords, so a legacy call
@@ -94,6 +95,8 @@ class SummaryMemory(BaseMemory):
             )
         check_upstream()
         self._policy = self._resolve_policy()
+        if self.max_token_limit is None:  # stock reads it: the effective limit, not None
+            self.__dict__["max_token_limit"] = self._policy.max_tokens
         summarizer = build_summarizer(self._policy, self.llm, self.summarizer,
                                       human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
         if self.thread_id is not None:
