@@ -109,8 +109,10 @@ class ClassicBackend(MemoryBackend):
 
     def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
                    fold: FoldFn | None = None) -> PolicySummaryBufferMemory:
-        """A real classic memory over a thread's snapshot."""
-        memory = PolicySummaryBufferMemory(
+        """A real classic memory over a thread's snapshot. Built with ``model_construct``:
+        the inputs are memshift's own, already valid, and the class's deprecation warning is
+        about using it directly, which memshift exists to replace (no warning of our own)."""
+        memory = PolicySummaryBufferMemory.model_construct(
             llm=self.llm,
             chat_memory=StepWindow(snapshot, writes or ClassicWrites()),
             moving_summary_buffer=snapshot.summary,

@@ -9,6 +9,7 @@ fresh store. Optional behaviour is declared by the ``capabilities`` fixture
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -221,10 +222,12 @@ class SummaryMemoryContract:
 
         from adapters.summarizer import SummarizerChatModel
 
-        stock = ConversationSummaryBufferMemory(
-            llm=SummarizerChatModel(summarizer=None), max_token_limit=10**6,
-            memory_key=memory.memory_key, return_messages=memory.return_messages,
-            human_prefix=memory.human_prefix, ai_prefix=memory.ai_prefix)
+        with warnings.catch_warnings():  # the stock class is deprecated; this test compares with it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            stock = ConversationSummaryBufferMemory(
+                llm=SummarizerChatModel(summarizer=None), max_token_limit=10**6,
+                memory_key=memory.memory_key, return_messages=memory.return_messages,
+                human_prefix=memory.human_prefix, ai_prefix=memory.ai_prefix)
         bound = memory.for_thread("t1")
         for target in (stock, bound):
             target.save_context({"input": "aaa"}, {"output": "dummy"})
