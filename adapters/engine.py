@@ -39,6 +39,7 @@ from adapters.redaction import default_redactor, redact_messages
 from adapters.stores.base import Store, Tx, in_transaction
 from adapters.structured import parse_rendered
 from adapters.summarizer import Summarizer, summarize_steps, summarizer_name
+from adapters.tokens import for_summarizer
 from adapters.view import MemoryView, ThreadRecord, message_signature
 
 __all__ = ["FoldJob", "MemoryEngine"]
@@ -253,7 +254,8 @@ class MemoryEngine:
         start = time.perf_counter()
         try:
             text = yield from summarize_steps(
-                self.summarizer, job.summary, redact_messages(job.folded, policy.redactor),
+                self.summarizer, job.summary,
+                redact_messages(for_summarizer(job.folded), policy.redactor),
                 retries=policy.summary_retries, thread_id=thread_id,
                 timeout=policy.summary_timeout, max_tokens=policy.max_summary_tokens,
                 counter=policy.counter)

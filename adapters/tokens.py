@@ -26,6 +26,8 @@ from adapters.errors import ConfigError
 __all__ = [
     "TokenCounter",
     "count_tokens_cjk",
+    "NON_TEXT_BLOCK_TOKENS",
+    "for_summarizer",
     "message_text",
     "resolve_token_counter",
     "tiktoken_counter",
@@ -43,20 +45,36 @@ _CHARS_PER_TOKEN = 4.0
 _TOKENS_PER_MESSAGE = 3  # role and separators, as count_tokens_approximately does
 
 
+NON_TEXT_BLOCK_TOKENS = 85  # an image, audio or file block counts as this many tokens
+
+
+def block_placeholder(block: Any) -> str | None:
+    """``None`` for a text block; ``[image]``, ``[audio]``, ``[file]``… for any other."""
+    if isinstance(block, str) or (isinstance(block, dict) and isinstance(block.get("text"), str)):
+        return None
+    kind = str(block.get("type", "block")) if isinstance(block, dict) else type(block).__name__
+    return "[image]" if kind in ("image_url", "image", "input_image") else f"[{kind}]"
+
+
+def non_text_blocks(message: BaseMessage) -> int:
+    content = message.content
+    return 0 if isinstance(content, str) else sum(block_placeholder(b) is not None for b in content)
+
+
 def message_text(message: BaseMessage) -> str:
-    """The text a model sees for one message: content text plus tool-call names and args."""
+    """The text a model sees for one message: content text (a placeholder such as ``[image]``
+    per non-text block) plus tool-call names and args."""
     content = message.content
     if isinstance(content, str):
         text = content
     else:
         parts: list[str] = []
         for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
+            placeholder = block_placeholder(block)
+            if placeholder is not None:
+                parts.append(placeholder)
             else:
-                parts.append(json.dumps(block, sort_keys=True, default=str))
+                parts.append(block if isinstance(block, str) else block["text"])
         text = "".join(parts)
     if isinstance(message, AIMessage) and message.tool_calls:
         calls = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
@@ -73,7 +91,8 @@ def count_tokens_cjk(messages: Iterable[BaseMessage]) -> int:
     """Approximate tokens: ~4 chars/token for Latin text, one token per CJK character."""
     total = 0.0
     for message in messages:
-        total += _count_text(message_text(message)) + _TOKENS_PER_MESSAGE
+        total += _count_text(message_text(message)) + _TOKENS_PER_MESSAGE \
+            + NON_TEXT_BLOCK_TOKENS * non_text_blocks(message)
     return int(-(-total // 1))  # ceil
 
 
@@ -140,6 +159,7 @@ def tiktoken_counter(name: str) -> TokenCounter:
     def count(messages: Iterable[BaseMessage]) -> int:
         return sum(
             len(encoding.encode(message_text(m), disallowed_special=())) + _TOKENS_PER_MESSAGE
+            + NON_TEXT_BLOCK_TOKENS * non_text_blocks(m)
             for m in messages
         )
 
@@ -156,3 +176,19 @@ def resolve_token_counter(spec: str | TokenCounter | None) -> TokenCounter:
     if callable(spec):
         return spec
     raise ConfigError(f"token_counter must be a callable or an encoding name, got {spec!r}")
+
+
+def for_summarizer(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Copies whose non-text blocks (images, audio, files) are replaced by placeholders: the
+    summarizer gets their text, never a data URL; the stored messages are untouched."""
+    out = []
+    for message in messages:
+        if isinstance(message.content, str) or not non_text_blocks(message):
+            out.append(message)
+            continue
+        copy = message.model_copy()
+        copy.content = " ".join(filter(None, (
+            block_placeholder(b) or (b if isinstance(b, str) else b["text"])
+            for b in message.content)))
+        out.append(copy)
+    return out

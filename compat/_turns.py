@@ -33,19 +33,16 @@ def check_thread_id(thread_id: Any) -> str:
 
 
 def _check_content(message: BaseMessage) -> None:
+    """Any content LangChain itself accepts is stored unchanged: text, or a list of text and
+    other blocks (image, audio, file, tool use). Only other shapes are refused."""
     content = message.content
     if isinstance(content, str):
         return
-    if isinstance(content, list) and all(
-        isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content
-    ):
+    if isinstance(content, list) and all(isinstance(b, (str, dict)) for b in content):
         return
-    if isinstance(content, list) and not content:
-        raise ContentError(f"{message.type} message content is an empty list")
     raise ContentError(
-        f"{message.type} message has non-text content ({type(content).__name__}); "
-        "memshift stores text (str or text blocks) only"
-    )
+        f"{message.type} message content must be a string or a list of str/dict blocks, "
+        f"got {type(content).__name__}")
 
 
 def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
@@ -53,8 +50,12 @@ def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
         message = message_chunk_to_message(value).model_copy(deep=True)
     elif isinstance(value, BaseMessage):
         message = value.model_copy(deep=True)
-    elif isinstance(value, (str, list)):  # text, or text blocks as stock stores them
-        message = cls(content=value)
+    elif isinstance(value, (str, list)):  # text, or content blocks as stock stores them
+        try:
+            message = cls(content=value)
+        except ValueError as exc:  # LangChain's own validation refused it
+            raise ContentError(f"{side} content is not valid message content: "
+                               f"{str(exc).splitlines()[0]}") from exc
     else:
         raise ContentError(f"{side} must be text, text blocks or a BaseMessage, got {type(value).__name__}")
     _check_content(message)

@@ -266,17 +266,50 @@ def test_key_errors_are_value_errors_like_stock(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_non_text_content_is_rejected(backend: str) -> None:
+def test_only_content_langchain_rejects_is_refused(backend: str) -> None:
     memory = SummaryMemory(backend=backend, policy=policy())
-    image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     with pytest.raises(compat.ContentError):
         memory.save_context({"input": "hi", "thread_id": "t"}, {"output": 42})
     with pytest.raises(compat.ContentError):
-        memory.save_context({"input": HumanMessage(content=image), "thread_id": "t"},
-                            {"output": "ok"})
-    with pytest.raises(compat.ContentError):
-        memory.save("t", "hi", AIMessage(content=image))
+        memory.save("t", "hi", [3.5])
     assert memory.transcript("t") == [] and memory.load("t").messages == []
+
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "QUJD" * 500}}
+AUDIO = {"type": "audio", "source_type": "base64", "data": "UklGRg==", "mime_type": "audio/wav"}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multimodal_messages_round_trip_and_reach_the_summarizer_as_text(
+        backend: str, kind: str, fresh_store) -> None:
+    from compat.testing import RecordingSummarizer
+
+    recorder = RecordingSummarizer(compat.DeterministicSummarizer())
+    with SummaryMemory(backend=backend, store=fresh_store(kind), summarizer=recorder,
+                       policy=MemoryPolicy(max_tokens=300, keep_tokens=150)) as memory:
+        question = HumanMessage(content=[{"type": "text", "text": "what is in this picture?"}, IMAGE])
+        answer = AIMessage(content=[{"type": "text", "text": "a cat"}, AUDIO])
+        memory.save_messages("t", [question, answer])
+        view = memory.load("t")
+        assert [m.content for m in view.messages] == [question.content, answer.content]
+        assert [m.content for m in memory.transcript("t")] == [question.content, answer.content]
+        for i in range(8):
+            memory.save("t", *filler_turn("t", i, 12))
+        assert memory.load("t").folds >= 1
+        sent = " ".join(content for call in recorder.calls for _, content in call[1])
+        assert "what is in this picture? [image]" in sent and "a cat [audio]" in sent
+        assert "base64" not in sent
+
+
+def test_non_text_blocks_count_by_the_stated_rule() -> None:
+    from adapters.tokens import NON_TEXT_BLOCK_TOKENS
+
+    text = HumanMessage(content="look")
+    with_image = HumanMessage(content=[{"type": "text", "text": "look"}, IMAGE])
+    policy_ = MemoryPolicy(max_tokens=100)
+    assert policy_.count([with_image]) - policy_.count([text]) in range(
+        NON_TEXT_BLOCK_TOKENS, NON_TEXT_BLOCK_TOKENS + 4)  # plus the short "[image]" placeholder
 
 
 TURNS = [("aaa", "dummy"), ("multi\nline?", "  spaced  "), ("ünïcødé ✓", "Human: tricky")]
