@@ -38,7 +38,8 @@ from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
 from adapters.stores.base import Store, Tx, in_transaction
 from adapters.structured import parse_rendered
-from adapters.summarizer import Summarizer, summarize_steps, summarizer_name
+from adapters.overflow import summarize_in_chunks
+from adapters.summarizer import Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
 from adapters.view import MemoryView, ThreadRecord, message_signature
 
@@ -248,17 +249,15 @@ class MemoryEngine:
             logger.info("fold deferred: the thread kept changing during %d attempts", FOLD_ATTEMPTS)
 
     def _summarize(self, thread_id: str, job: FoldJob) -> Steps[tuple[str, FoldRecord]]:
-        """Redact what is sent, summarize with retries and a timeout per attempt. No lock,
-        no transaction. A failure is recorded (in its own transaction) and raised."""
+        """Redact what is sent, summarize with retries and a timeout per attempt (in chunks when
+        the input is too large). No lock, no transaction. A failure is recorded (in its own
+        transaction) and raised."""
         policy = self.policy
         start = time.perf_counter()
         try:
-            text = yield from summarize_steps(
-                self.summarizer, job.summary,
-                redact_messages(for_summarizer(job.folded), policy.redactor),
-                retries=policy.summary_retries, thread_id=thread_id,
-                timeout=policy.summary_timeout, max_tokens=policy.max_summary_tokens,
-                counter=policy.counter)
+            text = yield from summarize_in_chunks(
+                self.summarizer, policy, job.summary,
+                redact_messages(for_summarizer(job.folded), policy.redactor), thread_id)
         except SummarizerError as exc:
             record = self._record(thread_id, job, "", str(exc), time.perf_counter() - start)
             record.log()

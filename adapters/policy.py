@@ -7,6 +7,7 @@ middleware fold the same messages at the same moment by construction.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -77,6 +78,8 @@ class MemoryPolicy:
     on_summary_error: Literal["defer", "raise"] = "defer"
     max_summary_tokens: int | None = None  # cap asked of the model and enforced on the reply
     summary_timeout: float = 120.0  # seconds per summarizer attempt; a hung call fails the fold
+    max_summary_input_tokens: int | None = None  # fold in chunks above this (summary + messages)
+    is_overflow: Callable[[BaseException], bool] | None = field(default=None, compare=False)
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
     preferences_store: Any = field(default=None, compare=False)  # a LangGraph BaseStore
@@ -88,7 +91,7 @@ class MemoryPolicy:
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
-                     "max_summary_tokens"):
+                     "max_summary_tokens", "max_summary_input_tokens"):
             _positive_int(name, getattr(self, name))
         if self.max_tokens is None and self.max_messages is None:
             raise ConfigError("MemoryPolicy needs max_tokens or max_messages (or both)")
@@ -224,6 +227,19 @@ class MemoryPolicy:
         """Short hash of the summary prompt text, for fold records and reports."""
         return hashlib.sha256(self._prompt.template.encode()).hexdigest()[:12]
 
+    def overflowed(self, exc: BaseException | None) -> bool:
+        """Did the summarizer reject its input as too long? ``is_overflow`` if given, else the
+        providers' usual wording (OpenAI ``context_length_exceeded``, "maximum context
+        length", Anthropic "prompt is too long", …) anywhere in the error chain."""
+        while exc is not None:
+            if self.is_overflow is not None:
+                if self.is_overflow(exc):
+                    return True
+            elif _OVERFLOW.search(f"{type(exc).__name__}: {exc}"):
+                return True
+            exc = exc.__cause__ or exc.__context__
+        return False
+
     def count(self, messages: Sequence[BaseMessage]) -> int:
         return self._counter(list(messages))
 
@@ -262,6 +278,11 @@ class MemoryPolicy:
             if self.fits_keep(window[index:]):
                 break
         return FoldPlan(best, reason if best else "")
+
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
+    r"too many (input )?tokens|input is too long|ContextOverflow", re.I)
 
 
 def _newest_turn_start(window: Sequence[BaseMessage]) -> int:

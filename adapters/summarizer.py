@@ -293,10 +293,12 @@ def summarize_steps(
     timeout: float | None = None,
     max_tokens: int | None = None,
     counter: TokenCounter | None = None,
+    give_up_on: Callable[[BaseException], bool] | None = None,
 ) -> Steps[str]:
     """Call the summarizer with retries; a non-text or empty reply counts as a failure, and
     so does one over ``max_tokens`` (a model that ignores the cap must not poison the next
-    fold's prompt) or one that takes longer than ``timeout``."""
+    fold's prompt) or one that takes longer than ``timeout``. An error ``give_up_on``
+    accepts (an input overflow: retrying the same input is pointless) ends the retries."""
     attempts = retries + 1
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
@@ -317,6 +319,9 @@ def summarize_steps(
                 "summarizer attempt %d/%d failed for a thread: %s", attempt, attempts,
                 type(exc).__name__,
             )
+            if give_up_on is not None and give_up_on(exc):
+                attempts = attempt
+                break
     raise SummarizerError(
         f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}",
         thread_id=thread_id,

@@ -197,3 +197,55 @@ def test_summary_timeout_is_validated(value: object) -> None:
 
     with pytest.raises(ConfigError, match="summary_timeout"):
         MemoryPolicy(max_tokens=100, summary_timeout=value)  # type: ignore[arg-type]
+
+
+class _Narrow:
+    """A summarizer with a context window: input over ``limit`` characters is refused the way
+    OpenAI refuses it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.inner, self.sizes = limit, DeterministicSummarizer(max_chars=600), []
+
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        size = len(summary) + sum(len(str(m.content)) for m in messages)
+        self.sizes.append(size)
+        if size > self.limit:
+            raise ValueError("Error code: 400 - {'error': {'code': 'context_length_exceeded'}}")
+        return self.inner.summarize(summary, messages)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_summarizer_that_overflows_is_fed_in_chunks(backend: str) -> None:
+    narrow = _Narrow(limit=1500)
+    policy = MemoryPolicy(max_tokens=400, keep_tokens=60, summary_retries=1)
+    with SummaryMemory(backend=backend, policy=policy, summarizer=narrow) as memory:
+        for i in range(30):
+            memory.save("t", *filler_turn("t", i, 25))
+            view = memory.load("t")
+            newest = view.messages[-2:]
+            assert policy.count(view.messages) <= policy.max_tokens + policy.count(newest)
+        assert view.folds >= 3
+        assert any(size > narrow.limit for size in narrow.sizes), "never overflowed: proved nothing"
+        huge = "word " * 2000  # one message larger than the summarizer's window
+        memory.save("t", huge, "noted")
+        memory.save("t", *filler_turn("t", 99, 25))
+        memory.save("t", *filler_turn("t", 100, 25))
+        assert huge in [m.content for m in memory.transcript("t")]  # stored untouched
+        assert policy.count(memory.load("t").messages) <= policy.max_tokens + 200
+
+
+def test_max_summary_input_tokens_bounds_every_summarizer_call() -> None:
+    from compat.testing import RecordingSummarizer
+
+    recorder = RecordingSummarizer(DeterministicSummarizer(max_chars=600))
+    policy = MemoryPolicy(max_tokens=500, keep_tokens=50, max_summary_input_tokens=200)
+    with SummaryMemory(policy=policy, summarizer=recorder) as memory:
+        for i in range(12):
+            memory.save("t", *filler_turn("t", i, 30))
+        memory.save("t", "x " * 3000, "ok")
+        memory.save("t", *filler_turn("t", 12, 30))
+    assert len(recorder.calls) > memory.load("t").folds  # folds went in several calls
+    for summary, messages in recorder.calls:
+        sent = [HumanMessage(summary)] if summary else []
+        sent += [HumanMessage(content) for _, content in messages]
+        assert policy.count(sent) <= 200 + policy.count([HumanMessage(summary)]) + 10
