@@ -387,7 +387,8 @@ class _AgentHooks:
             if engine.owns_transcript:
                 yield engine._run(tx, engine.store.append_transcript,
                                   engine._for_transcript(window))
-            yield engine._run(tx, engine.store.checkpoints.retain)
+            checkpoints = engine.store.checkpoints
+            yield IO(checkpoints.retain, checkpoints.aretain, tx)
         yield from in_transaction(engine.store, thread_id, body)
 
     def after_agent(self, window: Sequence[BaseMessage]) -> None:

@@ -81,5 +81,6 @@ def _split_on_overflow(summarizer: Summarizer, policy: MemoryPolicy, summary: st
             summary = yield from _split_on_overflow(summarizer, policy, summary, half, thread_id,
                                                     depth + 1)
         return summary
-    half = shorten(part[0], max(policy.count(part) // 2, 1), policy)
-    return (yield from _split_on_overflow(summarizer, policy, summary, [half], thread_id, depth + 1))
+    shorter = shorten(part[0], max(policy.count(part) // 2, 1), policy)
+    return (yield from _split_on_overflow(summarizer, policy, summary, [shorter], thread_id,
+                                          depth + 1))

@@ -45,13 +45,15 @@ class SummaryMemory(StockSurface, BaseMemory):
     site only changes the class name. Unknown keywords raise ``UnknownArgumentError``.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", populate_by_name=True)
 
     backend: str | None = None
     policy: MemoryPolicy | None = None
     llm: Any = None
     summarizer: Any = None
     store: Any = Field(default=None, repr=False)  # a URL may carry a password
+    # the application's own LangGraph saver for middleware checkpoints (``checkpointer=``)
+    own_checkpointer: Any = Field(default=None, alias="checkpointer", repr=False)
     thread_id: str | None = None
     thread_key: str = "thread_id"
     # stock ConversationSummaryBufferMemory keywords, same defaults
@@ -79,7 +81,9 @@ class SummaryMemory(StockSurface, BaseMemory):
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
 
     def __init__(self, **kwargs: Any) -> None:
-        unknown = sorted(set(kwargs) - set(type(self).model_fields))
+        fields = type(self).model_fields
+        known = set(fields) | {f.alias for f in fields.values() if f.alias}
+        unknown = sorted(set(kwargs) - known)
         if unknown:
             raise UnknownArgumentError(
                 f"SummaryMemory got unexpected keyword(s) {unknown}; accepted: "
@@ -102,6 +106,10 @@ class SummaryMemory(StockSurface, BaseMemory):
         if self.thread_id is not None:
             check_thread_id(self.thread_id)
         self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))
+        if self.own_checkpointer is not None:
+            from adapters.stores.own_saver import OwnSaver
+
+            self._store.checkpoints = OwnSaver(self.own_checkpointer, self._store.checkpoints.keep)
         if name == "shadow":
             self._backend = self._build_shadow(summarizer)
         else:

@@ -253,7 +253,7 @@ class MiddlewareBackend(MemoryBackend):
             await self._graph(saver).aupdate_state(self.config(tx.thread_id), writes["update"],
                                                    as_node=FOLD_NODE)
         if writes["retain"]:
-            await self.store.arun(tx, self.store.checkpoints.retain)
+            await self.store.checkpoints.aretain(tx)
 
     # -- behaviour -------------------------------------------------------------------------------
     def step(self, state: tuple[dict[str, Any], int], turn: Sequence[BaseMessage],

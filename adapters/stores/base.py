@@ -93,6 +93,10 @@ class Checkpoints(ABC):
     def retain(self, tx: Tx) -> None:
         """Keep the newest ``keep`` root-namespace checkpoints of the thread (and what they use)."""
 
+    async def aretain(self, tx: Tx) -> None:
+        """``retain`` on the async driver (in memory there is nothing to wait for)."""
+        self.retain(tx)
+
 
     def close(self) -> None:
         """Release the standalone checkpointer's connections."""

@@ -78,6 +78,9 @@ class _PostgresCheckpoints(Checkpoints):
         await pool.open()
         return AsyncPostgresSaver(pool), pool.close  # type: ignore[arg-type]
 
+    async def aretain(self, tx: Tx) -> None:
+        await self.store.arun(tx, self.retain)
+
     def retain(self, tx: Tx) -> None:
         from adapters._upstream import postgres_retain_statements
 

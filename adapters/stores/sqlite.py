@@ -98,6 +98,9 @@ class _SqliteCheckpoints(Checkpoints):
             await conn.execute(pragma)
         return mark_setup_done(AsyncSqliteSaver(conn)), conn.close
 
+    async def aretain(self, tx: Tx) -> None:
+        await self.store.arun(tx, self.retain)
+
     def retain(self, tx: Tx) -> None:
         """Keep the newest ``keep`` checkpoints of the thread's root namespace (SqliteSaver
         has no ``prune``)."""
