@@ -135,7 +135,8 @@ class MemoryEngine:
                 fold_record: FoldRecord | None = None) -> bool:
         """Write transcript (idempotent by message id), summary and window in one
         transaction. With ``expect_last_id`` it is a compare-and-set: nothing is written
-        (and ``False`` returned) when the transcript grew since that message."""
+        (and ``False`` returned) when the transcript grew since that message (``""``: unless
+        the thread has no transcript at all)."""
         return run_sync(self._restore(record, expect_last_id, fold_record))
 
     async def arestore(self, record: ThreadRecord, **kwargs: Any) -> bool:
@@ -295,8 +296,8 @@ class MemoryEngine:
     def _restore(self, record: ThreadRecord, expect_last_id: str | None,
                  fold_record: FoldRecord | None) -> Steps[bool]:
         def body(tx: Tx) -> Steps[bool]:
-            if expect_last_id is not None and \
-                    (yield self._run(tx, self.store.last_ids, 1)) != [expect_last_id]:
+            if expect_last_id is not None and (yield self._run(tx, self.store.last_ids, 1)) \
+                    != ([expect_last_id] if expect_last_id else []):
                 return False
             if self.owns_transcript:
                 yield self._run(tx, self.store.append_transcript,

@@ -60,8 +60,14 @@ def build_source(args: argparse.Namespace, policy: MemoryPolicy, summarizer: Any
                            summary_in=args.summary_in,
                            **({"summary_prefixes": prefixes} if prefixes else {}))
     tables = _tables(url) if url != "memory" else set()
-    if "memshift_transcript" in tables or url == "memory":
-        return SummaryMemory(backend=kind, store=url, policy=policy, summarizer=summarizer)
+    explicit = args.table is not None  # --table T always reads T
+    args.table = args.table or "message_store"
+    if explicit and kind == "classic" and args.table not in tables:
+        raise ConfigError(f"{redact_url(url)} has no table {args.table!r} "
+                          f"(tables: {sorted(tables) or 'none'})")
+    if not explicit and ("memshift_transcript" in tables or url == "memory"):
+        return SummaryMemory(backend=kind, store=url, policy=policy, summarizer=summarizer,
+                             adopt_legacy=True)
     if kind == "classic" and args.table in tables:
         if args.summaries:
             summaries = json.loads(Path(args.summaries).read_text(encoding="utf-8"))
@@ -127,8 +133,9 @@ def add_migrate_parser(sub: Any, add_policy_args: Any) -> argparse.ArgumentParse
     mp.add_argument("--dry-run", action="store_true", help="report what would move; write nothing")
     mp.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                     help="re-read every migrated thread and compare (default: on)")
-    mp.add_argument("--table", default="message_store",
-                    help="stock SQLChatMessageHistory table for --from classic")
+    mp.add_argument("--table", default=None,
+                    help="stock SQLChatMessageHistory table for --from classic (always read "
+                         "when given; default: memshift's tables, else message_store)")
     mp.add_argument("--summaries", help="--from classic: JSON {thread_id: summary} saved from "
                                         "stock ConversationSummaryMemory objects")
     mp.add_argument("--summary-key", default="summary", help="state key of the summary for --from graph")

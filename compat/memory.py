@@ -54,6 +54,11 @@ class SummaryMemory(StockSurface, BaseMemory):
     store: Any = Field(default=None, repr=False)  # a URL may carry a password
     # the application's own LangGraph saver for middleware checkpoints (``checkpointer=``)
     own_checkpointer: Any = Field(default=None, alias="checkpointer", repr=False)
+    # legacy conversations adopted at first touch (``chat_memory=``, a stock table in the store)
+    legacy_history: Any = Field(default=None, alias="chat_memory", repr=False)
+    legacy_write: bool = False
+    legacy_table: str | None = None
+    adopt_legacy: bool = True
     thread_id: str | None = None
     thread_key: str = "thread_id"
     # stock ConversationSummaryBufferMemory keywords, same defaults
@@ -79,6 +84,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     _store: Store = PrivateAttr()
     _policy: MemoryPolicy = PrivateAttr()
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
+    _adopter: Any = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:
         fields = type(self).model_fields
@@ -110,10 +116,17 @@ class SummaryMemory(StockSurface, BaseMemory):
             from adapters.stores.own_saver import OwnSaver
 
             self._store.checkpoints = OwnSaver(self.own_checkpointer, self._store.checkpoints.keep)
+        if self.legacy_history is not None and self.thread_id is None:
+            session = getattr(self.legacy_history, "session_id", None)
+            if isinstance(session, str) and session:  # keyed by the history's own session id
+                self.__dict__["thread_id"] = session
         if name == "shadow":
             self._backend = self._build_shadow(summarizer)
         else:
             self._backend = self._build(name, self._policy, summarizer)
+        from compat._adopt import legacy_adopter
+
+        self._adopter = legacy_adopter(self)
 
     def _build(self, name: str, policy: MemoryPolicy, summarizer: Any,
                owns_transcript: bool = True) -> MemoryEngine:
@@ -204,12 +217,18 @@ class SummaryMemory(StockSurface, BaseMemory):
             "memory with SummaryMemory(thread_id=...)")
 
     # -- the memshift API ------------------------------------------------------------
-    def load(self, thread_id: str | None = None) -> MemoryView:
+    def _touch(self, thread_id: str | None) -> str:
+        """The thread id, with its legacy conversation adopted first if there is one."""
         tid = self._thread(thread_id)
-        return self._backend.load(tid)
+        if self._adopter is not None:
+            self._adopter.ensure(self, tid)
+        return tid
+
+    def load(self, thread_id: str | None = None) -> MemoryView:
+        return self._backend.load(self._touch(thread_id))
 
     async def aload(self, thread_id: str | None = None) -> MemoryView:
-        return await self._backend.aload(self._thread(thread_id))
+        return await self._backend.aload(self._touch(thread_id))
 
     def save(self, thread_id: str | None, human: Any, ai: Any) -> None:
         """Store one turn: ``human`` str|message; ``ai`` str|message|list (an agent turn)."""
@@ -221,10 +240,16 @@ class SummaryMemory(StockSurface, BaseMemory):
     def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
         """Store already-built messages as one turn (transcript, window and state in one
         transaction; the fold, if due, after it commits)."""
-        self._backend.save(self._thread(thread_id), as_messages(messages))
+        tid = self._touch(thread_id)
+        stored = self._backend.save(tid, as_messages(messages))
+        if self._adopter is not None:
+            self._adopter.after_save(tid, stored)
 
     async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        await self._backend.asave(self._thread(thread_id), as_messages(messages))
+        tid = self._touch(thread_id)
+        stored = await self._backend.asave(tid, as_messages(messages))
+        if self._adopter is not None:
+            self._adopter.after_save(tid, stored)
 
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and
@@ -394,7 +419,7 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def clear(self, thread_id: str | None = None) -> None:
         """Forget the thread's summary and window (the audit transcript is kept)."""
-        self._backend.clear(self._thread(thread_id))
+        self._backend.clear(self._touch(thread_id))  # adopted first, or it would come back
 
     async def aclear(self, thread_id: str | None = None) -> None:
-        await self._backend.aclear(self._thread(thread_id))
+        await self._backend.aclear(self._touch(thread_id))
