@@ -289,7 +289,8 @@ def test_multimodal_messages_round_trip_and_reach_the_summarizer_as_text(
     with SummaryMemory(backend=backend, store=fresh_store(kind), summarizer=recorder,
                        policy=MemoryPolicy(max_tokens=300, keep_tokens=150)) as memory:
         question = HumanMessage(content=[{"type": "text", "text": "what is in this picture?"}, IMAGE])
-        answer = AIMessage(content=[{"type": "text", "text": "a cat"}, AUDIO])
+        tool_use = {"type": "tool_use", "id": "toolu_1", "name": "zoom", "input": {"x": 2}}
+        answer = AIMessage(content=[{"type": "text", "text": "a cat"}, AUDIO, tool_use])
         memory.save_messages("t", [question, answer])
         view = memory.load("t")
         assert [m.content for m in view.messages] == [question.content, answer.content]
@@ -298,7 +299,7 @@ def test_multimodal_messages_round_trip_and_reach_the_summarizer_as_text(
             memory.save("t", *filler_turn("t", i, 12))
         assert memory.load("t").folds >= 1
         sent = " ".join(content for call in recorder.calls for _, content in call[1])
-        assert "what is in this picture? [image]" in sent and "a cat [audio]" in sent
+        assert "what is in this picture? [image]" in sent and "a cat [audio] [tool_use]" in sent
         assert "base64" not in sent
 
 
