@@ -43,11 +43,12 @@ from adapters.summarizer import Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
 from adapters.view import MemoryView, ThreadRecord, message_signature
 
-__all__ = ["FoldJob", "MemoryEngine"]
+__all__ = ["FoldJob", "Guard", "MemoryEngine"]
 
 logger = logging.getLogger("memshift")
 
 FOLD_ATTEMPTS = 3  # plan -> summarize -> compare-and-set rounds before a fold is deferred
+Guard = Callable[[Tx], Steps[None]]  # steps run inside a write transaction (may raise)
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,17 @@ class MemoryEngine:
     async def aload(self, thread_id: str) -> MemoryView:
         return await run_async(self._load(thread_id))
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage],
-             fold: bool = True) -> list[BaseMessage]:
+    def save(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
+             guard: Guard | None = None) -> list[BaseMessage]:
         """Store one turn, then fold if the real class asks for it (``fold=False``: append
         only, like a stock ``chat_memory.add_messages``). Returns the turn as stored (ids may
         have been renewed). Raises ``SummarizerError`` only when the policy says
         ``on_summary_error="raise"``; the turn is committed either way."""
-        return run_sync(self._save(thread_id, list(turn), fold))
+        return run_sync(self._save(thread_id, list(turn), fold, guard))
 
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
-                    fold: bool = True) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn), fold))
+    async def asave(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
+                    guard: Guard | None = None) -> list[BaseMessage]:
+        return await run_async(self._save(thread_id, list(turn), fold, guard))
 
     def prune(self, thread_id: str) -> None:
         """Fold now if the policy says the window is over its limit (stock ``prune()``)."""
@@ -132,16 +133,16 @@ class MemoryEngine:
         await run_async(self._write_whole(thread_id, self.backend.clear_writes()))
 
     def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
-                fold_record: FoldRecord | None = None) -> bool:
+                fold_record: FoldRecord | None = None, also: Guard | None = None) -> bool:
         """Write transcript (idempotent by message id), summary and window in one
         transaction. With ``expect_last_id`` it is a compare-and-set: nothing is written
         (and ``False`` returned) when the transcript grew since that message (``""``: unless
         the thread has no transcript at all)."""
-        return run_sync(self._restore(record, expect_last_id, fold_record))
+        return run_sync(self._restore(record, expect_last_id, fold_record, also))
 
-    async def arestore(self, record: ThreadRecord, **kwargs: Any) -> bool:
-        return await run_async(self._restore(record, kwargs.get("expect_last_id"),
-                                             kwargs.get("fold_record")))
+    async def arestore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
+                       fold_record: FoldRecord | None = None, also: Guard | None = None) -> bool:
+        return await run_async(self._restore(record, expect_last_id, fold_record, also))
 
     def close(self) -> None:
         self.backend.close()
@@ -164,8 +165,8 @@ class MemoryEngine:
             yield IO(self.backend.write, self.backend.awrite, tx, writes)
         return folded
 
-    def _save(self, thread_id: str, turn: list[BaseMessage],
-              fold: bool = True) -> Steps[list[BaseMessage]]:
+    def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
+              guard: Guard | None = None) -> Steps[list[BaseMessage]]:
         planned: list[FoldJob] = []
 
         def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
@@ -174,6 +175,8 @@ class MemoryEngine:
 
         def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
             stored = turn
+            if guard is not None:  # e.g. the thread still belongs to this backend (staged)
+                yield from guard(tx)
             if self.owns_transcript:
                 ids = [m.id for m in turn if m.id is not None]
                 known = yield self._run(tx, self.store.known_ids, ids)
@@ -294,7 +297,7 @@ class MemoryEngine:
         yield from in_transaction(self.store, thread_id, body)
 
     def _restore(self, record: ThreadRecord, expect_last_id: str | None,
-                 fold_record: FoldRecord | None) -> Steps[bool]:
+                 fold_record: FoldRecord | None, also: Guard | None = None) -> Steps[bool]:
         def body(tx: Tx) -> Steps[bool]:
             if expect_last_id is not None and (yield self._run(tx, self.store.last_ids, 1)) \
                     != ([expect_last_id] if expect_last_id else []):
@@ -306,6 +309,8 @@ class MemoryEngine:
                      self.backend.restore_writes(record))
             if fold_record is not None:
                 yield self._run(tx, self.store.append_fold, fold_record.as_dict())
+            if also is not None:  # more writes that must commit with this state (a placement)
+                yield from also(tx)
             return True
         return (yield from in_transaction(self.store, record.thread_id, body))
 

@@ -234,7 +234,7 @@ class ShadowEngine:
         self.primary.clear(thread_id)
         self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
 
-    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:
+    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:  # noqa: D417
         """The candidate runs inline: migration and resummarize expect both sides written."""
         if not self.primary.restore(record, **kwargs):
             return False

@@ -99,7 +99,9 @@ def legacy_adopter(memory: SummaryMemory) -> LegacyAdopter | None:
     from sqlalchemy import inspect
 
     table = memory.legacy_table or DEFAULT_LEGACY_TABLE
-    if not inspect(engine).has_table(table):
+    with memory._store.guard("look for legacy tables"):
+        present = inspect(engine).has_table(table)
+    if not present:
         if memory.legacy_table is not None:
             raise ConfigError(f"legacy_table={table!r} is not in {memory.store_url}")
         return None
@@ -109,16 +111,20 @@ def legacy_adopter(memory: SummaryMemory) -> LegacyAdopter | None:
             f"would not see (adopt_legacy=False). Migrate them first: memshift migrate --from "
             f"classic --from-store URL --table {table} --to {memory.backend_name} --to-store URL; "
             "or drop adopt_legacy=False to adopt each thread at first touch")
-    return _table_adopter(engine, table, memory.legacy_write)
+    return _table_adopter(memory._store, engine, table, memory.legacy_write)
 
 
-def _table_adopter(engine: Any, table: str, write_back: bool) -> LegacyAdopter:
+def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> LegacyAdopter:
     from langchain_community.chat_message_histories import SQLChatMessageHistory
 
     def history(thread_id: str) -> Any:
         return SQLChatMessageHistory(session_id=thread_id, connection=engine, table_name=table)
 
+    def read(thread_id: str) -> list[BaseMessage]:
+        with store.guard("read legacy history"):
+            return list(history(thread_id).messages)
+
     def write(thread_id: str, turn: list[BaseMessage]) -> None:
-        history(thread_id).add_messages(turn)
-    return LegacyAdopter(lambda tid: list(history(tid).messages), write if write_back else None,
-                         f"table {table}")
+        with store.guard("append legacy history"):
+            history(thread_id).add_messages(turn)
+    return LegacyAdopter(read, write if write_back else None, f"table {table}")

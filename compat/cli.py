@@ -15,6 +15,7 @@ from langchain_core._api import LangChainDeprecationWarning
 from adapters import MemoryPolicy
 from adapters.errors import MemshiftError
 from compat.cli_governance import add_governance_parsers
+from compat.cli_rollout import add_rollout_parser
 from compat.cli_migrate import add_migrate_parser, cmd_migrate
 from compat.conversations import iter_turns, read_messages
 from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult, replay
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--quiet", action="store_true", help="no progress output")
     mp.set_defaults(func=_run_migrate)
     add_governance_parsers(sub, add_policy_args, _default_policy)
+    add_rollout_parser(sub, add_policy_args, _default_policy)
     return parser
 
 

@@ -79,6 +79,10 @@ class SummaryMemory(StockSurface, BaseMemory):
     shadow_sample: float | None = None  # else $MEMSHIFT_SHADOW_SAMPLE, else 1.0
     shadow_log: str | None = None  # else $MEMSHIFT_SHADOW_LOG
     shadow_timeout: float = 5.0
+    # staged cutover (backend="staged")
+    rollout: float | None = None  # else $MEMSHIFT_ROLLOUT, else 0.0
+    route: Any = None  # thread_id -> "classic" | "middleware" (instead of the rollout share)
+    target_store: Any = Field(default=None, repr=False)  # middleware on another store
 
     _backend: MemoryEngine | ShadowEngine = PrivateAttr()
     _store: Store = PrivateAttr()
@@ -98,10 +102,10 @@ class SummaryMemory(StockSurface, BaseMemory):
         super().__init__(**kwargs)
         # Built after validation (not in model_post_init) so memshift errors keep their type.
         name = self.backend or os.environ.get(BACKEND_ENV) or "classic"
-        if name not in (*BACKENDS, "shadow"):
+        if name not in (*BACKENDS, "shadow", "staged"):
             raise ConfigError(
                 f"unknown backend {name!r} (from {'argument' if self.backend else BACKEND_ENV}); "
-                f"use one of {sorted((*BACKENDS, 'shadow'))}"
+                f"use one of {sorted((*BACKENDS, 'shadow', 'staged'))}"
             )
         check_upstream()
         self._policy = self._resolve_policy()
@@ -122,6 +126,8 @@ class SummaryMemory(StockSurface, BaseMemory):
                 self.__dict__["thread_id"] = session
         if name == "shadow":
             self._backend = self._build_shadow(summarizer)
+        elif name == "staged":
+            self._backend = self._build_staged(summarizer)
         else:
             self._backend = self._build(name, self._policy, summarizer)
         from compat._adopt import legacy_adopter
@@ -129,11 +135,45 @@ class SummaryMemory(StockSurface, BaseMemory):
         self._adopter = legacy_adopter(self)
 
     def _build(self, name: str, policy: MemoryPolicy, summarizer: Any,
-               owns_transcript: bool = True) -> MemoryEngine:
-        return MemoryEngine(name, policy=policy, summarizer=summarizer, store=self._store,
+               owns_transcript: bool = True, store: Store | None = None) -> MemoryEngine:
+        return MemoryEngine(name, policy=policy, summarizer=summarizer, store=store or self._store,
                             llm=self.llm, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
                             summary_message_cls=self.summary_message_cls,
                             owns_transcript=owns_transcript)
+
+    def _build_staged(self, summarizer: Any) -> Any:
+        from adapters.staged import StagedEngine
+
+        rollout = self.rollout
+        if rollout is None:
+            raw = os.environ.get("MEMSHIFT_ROLLOUT", "0")
+            try:
+                rollout = float(raw)
+            except ValueError:
+                raise ConfigError(f"MEMSHIFT_ROLLOUT must be a number in [0, 1], got {raw!r}") from None
+        target = open_store(self.target_store) if self.target_store is not None else self._store
+        return StagedEngine(classic=self._build("classic", self._policy, summarizer),
+                            middleware=self._build("middleware", self._policy, summarizer,
+                                                   store=target),
+                            rollout=rollout, route=self.route)
+
+    def _staged(self, what: str) -> Any:
+        if self.backend_name != "staged":
+            raise ConfigError(f"memory.{what} is for backend='staged'; this memory runs "
+                              f"{self.backend_name!r}")
+        return self._backend
+
+    def pin(self, thread_id: str, backend: str) -> Any:
+        """Serve this thread from ``backend`` whatever the rollout (moved now if needed)."""
+        return self._staged("pin").pin(check_thread_id(thread_id), backend)
+
+    def unpin(self, thread_id: str) -> Any:
+        """Let the rollout decide this thread again from its next touch."""
+        return self._staged("unpin").unpin(check_thread_id(thread_id))
+
+    def placement(self, thread_id: str) -> Any:
+        """Where a staged thread lives (``Placement``), or ``None`` before its first touch."""
+        return self._staged("placement").placement_of(check_thread_id(thread_id))
 
     def _build_shadow(self, summarizer: Any) -> ShadowEngine:
         if self.primary == self.candidate and self.candidate_policy is None:
@@ -349,8 +389,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     @property
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer holding middleware threads (for ``create_agent``)."""
-        self._require_middleware("checkpointer")
-        return self._store.checkpoints.checkpointer
+        return self._require_middleware("checkpointer").store.checkpoints.checkpointer
 
     @property
     def middleware(self) -> Any:
@@ -361,6 +400,8 @@ class SummaryMemory(StockSurface, BaseMemory):
         sides = [self._backend]
         if isinstance(self._backend, ShadowEngine):
             sides = [self._backend.primary, self._backend.candidate_backend]
+        elif self.backend_name == "staged":
+            sides = [self._backend.engines["middleware"]]
         backend = next((b for b in sides if b.name == "middleware"), sides[0])
         if backend.name != "middleware":
             raise ConfigError(

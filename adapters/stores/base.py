@@ -26,7 +26,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Store", "Tx", "in_transaction"]
+__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Placement", "Store", "Tx",
+           "in_transaction"]
 
 
 class Tx:
@@ -45,6 +46,16 @@ class ClassicSnapshot:
     folds: int = 0
     window: list[BaseMessage] = field(default_factory=list)
     rows: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which backend serves a thread (staged cutover): authoritative once written."""
+
+    backend: str
+    version: int
+    since: float  # time.time() of the last change
+    pinned: bool = False
 
 
 class ClassicState(ABC):
@@ -184,6 +195,19 @@ class Store(ABC):
     @abstractmethod
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
         """Persist one fold record, in the transaction that writes the state it describes."""
+
+    # -- placement (staged cutover) -------------------------------------------------------
+    @abstractmethod
+    def placement(self, tx: Tx) -> Placement | None:
+        """Which backend serves the thread, if recorded."""
+
+    @abstractmethod
+    def set_placement(self, tx: Tx, placement: Placement) -> None:
+        """Record (or change) the thread's placement."""
+
+    @abstractmethod
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        """(backend, pinned, threads, threads moved at least once) over the store."""
 
     @abstractmethod
     def transcript(self, thread_id: str) -> list[BaseMessage]:

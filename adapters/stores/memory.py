@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Store, Tx
+from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Placement, Store, Tx
 
 __all__ = ["MemoryStore"]
 
@@ -121,6 +121,7 @@ class MemoryStore(Store):
         self._transcripts: dict[str, list[BaseMessage]] = {}
         self._transcript_ids: dict[str, set[str]] = {}
         self._folds: dict[str, list[dict[str, Any]]] = {}
+        self._placements: dict[str, Placement] = {}
         self.classic = _MemoryClassic(self._guard)
         self.checkpoints = _MemoryCheckpoints(keep_checkpoints)
 
@@ -184,6 +185,32 @@ class MemoryStore(Store):
             records.append(dict(record))
             assert isinstance(tx, MemoryTx)
             tx.undo.append(lambda: records.__delitem__(-1))
+
+    def placement(self, tx: Tx) -> Placement | None:
+        with self._guard:
+            return self._placements.get(tx.thread_id)
+
+    def set_placement(self, tx: Tx, placement: Placement) -> None:
+        with self._guard:
+            before = self._placements.get(tx.thread_id)
+            self._placements[tx.thread_id] = placement
+
+            def undo() -> None:
+                if before is None:
+                    self._placements.pop(tx.thread_id, None)
+                else:
+                    self._placements[tx.thread_id] = before
+            assert isinstance(tx, MemoryTx)
+            tx.undo.append(undo)
+
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        counts: dict[tuple[str, bool], list[int]] = {}
+        with self._guard:
+            for p in self._placements.values():
+                row = counts.setdefault((p.backend, p.pinned), [0, 0])
+                row[0] += 1
+                row[1] += p.version > 1
+        return [(b, pinned, n, moved) for (b, pinned), (n, moved) in sorted(counts.items())]
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self._guard:

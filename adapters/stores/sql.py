@@ -21,14 +21,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from sqlalchemy import (
-    BigInteger, Column, Index, Integer, MetaData, Table, Text, UniqueConstraint, delete, func,
-    select,
+    BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
+    delete, func, select,
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
-from adapters.stores.base import ClassicSnapshot, ClassicState, Store, Tx
+from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Store, Tx
 
 __all__ = ["SqlStore", "SqlTx", "scrub_password"]
 
@@ -65,6 +65,15 @@ classic_table = Table(
     Column("thread_id", Text, primary_key=True),
     Column("summary", Text, nullable=False, default=""),
     Column("folds", Integer, nullable=False, default=0),
+)
+
+placement_table = Table(
+    "memshift_placement", metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("backend", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("since", Float, nullable=False),
+    Column("pinned", Boolean, nullable=False, default=False),
 )
 
 _PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
@@ -304,6 +313,26 @@ class SqlStore(Store):
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
         _conn(tx).execute(folds_table.insert(), {
             "thread_id": tx.thread_id, "record": json.dumps(record, ensure_ascii=False)})
+
+    def placement(self, tx: Tx) -> Placement | None:
+        row = _conn(tx).execute(select(
+            placement_table.c.backend, placement_table.c.version, placement_table.c.since,
+            placement_table.c.pinned).where(placement_table.c.thread_id == tx.thread_id)).first()
+        return Placement(row[0], row[1], row[2], bool(row[3])) if row else None
+
+    def set_placement(self, tx: Tx, placement: Placement) -> None:
+        values = {"backend": placement.backend, "version": placement.version,
+                  "since": placement.since, "pinned": placement.pinned}
+        stmt = self._dialect_insert(placement_table).values(thread_id=tx.thread_id, **values)
+        _conn(tx).execute(stmt.on_conflict_do_update(index_elements=["thread_id"], set_=values))
+
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        c = placement_table.c
+        moved = func.sum(func.cast(c.version > 1, Integer))
+        with self.guard("read placements"), self.engine.connect() as conn:
+            rows = conn.execute(select(c.backend, c.pinned, func.count(), moved)
+                                .group_by(c.backend, c.pinned).order_by(c.backend, c.pinned))
+            return [(r[0], bool(r[1]), int(r[2]), int(r[3] or 0)) for r in rows]
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self.guard("read transcript"), self.engine.connect() as conn:
