@@ -36,8 +36,8 @@ def cmd_status(args: argparse.Namespace, policy: Any) -> int:
     from compat.memory import SummaryMemory
 
     with SummaryMemory(backend="staged", store=args.store, policy=policy) as memory:
-        rows = memory.backend_impl.store.placement_counts()
-    result = {
+        rows = memory._staged("rollout status").store.placement_counts()
+    result: dict[str, Any] = {
         "threads": {b: sum(n for backend, _, n, _ in rows if backend == b)
                     for b in ("classic", "middleware")},
         "pinned": {b: sum(n for backend, p, n, _ in rows if backend == b and p)
@@ -62,7 +62,7 @@ def cmd_move(args: argparse.Namespace, policy: Any) -> int:
     moved = stayed = failed = 0
     with SummaryMemory(backend="staged", store=args.store, policy=policy,
                        rollout=args.share) as memory:
-        engine = memory.backend_impl
+        engine = memory._staged("rollout move")
         for thread_id in memory.iter_thread_ids():
             if not _in_shard(thread_id, shard) or engine.desired(thread_id) != args.to:
                 continue

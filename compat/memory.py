@@ -20,11 +20,13 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
 from adapters._upstream import check_upstream
-from adapters.engine import MemoryEngine
+from adapters.stores.base import Placement
+from adapters.staged import StagedEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.folds import FoldRecord
 from adapters.shadow import ShadowEngine
-from adapters.summarizer import CachingSummarizer, build_summarizer, summarizer_name
+from adapters.summarizer import build_summarizer, summarizer_name
+from compat._engines import Engine, build_engine
 from compat._keys import resolve_input, resolve_output
 from compat._stock import StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
@@ -84,7 +86,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     route: Any = None  # thread_id -> "classic" | "middleware" (instead of the rollout share)
     target_store: Any = Field(default=None, repr=False)  # middleware on another store
 
-    _backend: MemoryEngine | ShadowEngine = PrivateAttr()
+    _backend: Engine = PrivateAttr()
     _store: Store = PrivateAttr()
     _policy: MemoryPolicy = PrivateAttr()
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
@@ -124,80 +126,28 @@ class SummaryMemory(StockSurface, BaseMemory):
             session = getattr(self.legacy_history, "session_id", None)
             if isinstance(session, str) and session:  # keyed by the history's own session id
                 self.__dict__["thread_id"] = session
-        if name == "shadow":
-            self._backend = self._build_shadow(summarizer)
-        elif name == "staged":
-            self._backend = self._build_staged(summarizer)
-        else:
-            self._backend = self._build(name, self._policy, summarizer)
+        self._backend = build_engine(self, name, summarizer)
         from compat._adopt import legacy_adopter
 
         self._adopter = legacy_adopter(self)
 
-    def _build(self, name: str, policy: MemoryPolicy, summarizer: Any,
-               owns_transcript: bool = True, store: Store | None = None) -> MemoryEngine:
-        return MemoryEngine(name, policy=policy, summarizer=summarizer, store=store or self._store,
-                            llm=self.llm, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
-                            summary_message_cls=self.summary_message_cls,
-                            owns_transcript=owns_transcript)
-
-    def _build_staged(self, summarizer: Any) -> Any:
-        from adapters.staged import StagedEngine
-
-        rollout = self.rollout
-        if rollout is None:
-            raw = os.environ.get("MEMSHIFT_ROLLOUT", "0")
-            try:
-                rollout = float(raw)
-            except ValueError:
-                raise ConfigError(f"MEMSHIFT_ROLLOUT must be a number in [0, 1], got {raw!r}") from None
-        target = open_store(self.target_store) if self.target_store is not None else self._store
-        return StagedEngine(classic=self._build("classic", self._policy, summarizer),
-                            middleware=self._build("middleware", self._policy, summarizer,
-                                                   store=target),
-                            rollout=rollout, route=self.route)
-
-    def _staged(self, what: str) -> Any:
-        if self.backend_name != "staged":
+    def _staged(self, what: str) -> StagedEngine:
+        if not isinstance(self._backend, StagedEngine):
             raise ConfigError(f"memory.{what} is for backend='staged'; this memory runs "
                               f"{self.backend_name!r}")
         return self._backend
 
-    def pin(self, thread_id: str, backend: str) -> Any:
+    def pin(self, thread_id: str, backend: str) -> Placement:
         """Serve this thread from ``backend`` whatever the rollout (moved now if needed)."""
         return self._staged("pin").pin(check_thread_id(thread_id), backend)
 
-    def unpin(self, thread_id: str) -> Any:
+    def unpin(self, thread_id: str) -> Placement | None:
         """Let the rollout decide this thread again from its next touch."""
         return self._staged("unpin").unpin(check_thread_id(thread_id))
 
-    def placement(self, thread_id: str) -> Any:
-        """Where a staged thread lives (``Placement``), or ``None`` before its first touch."""
+    def placement(self, thread_id: str) -> Placement | None:
+        """Where a staged thread lives, or ``None`` before its first touch."""
         return self._staged("placement").placement_of(check_thread_id(thread_id))
-
-    def _build_shadow(self, summarizer: Any) -> ShadowEngine:
-        if self.primary == self.candidate and self.candidate_policy is None:
-            raise ConfigError("shadow needs two different backends or a candidate_policy")
-        sample = self.shadow_sample
-        if sample is None:
-            raw = os.environ.get("MEMSHIFT_SHADOW_SAMPLE", "1")
-            try:
-                sample = float(raw)
-            except ValueError:
-                raise ConfigError(f"MEMSHIFT_SHADOW_SAMPLE must be a number, got {raw!r}") from None
-        if not 0 <= sample <= 1:
-            raise ConfigError(f"shadow sample rate must be within [0, 1], got {sample}")
-        shared = CachingSummarizer(summarizer)  # one summary when both sides fold the same input
-        if not 0 < self.shadow_timeout <= 3600:
-            raise ConfigError(f"shadow_timeout must be seconds in (0, 3600], got {self.shadow_timeout}")
-        return ShadowEngine(
-            primary=self._build(self.primary, self._policy, shared),
-            candidate=self._build(self.candidate, self.candidate_policy or self._policy, shared,
-                                  owns_transcript=False),
-            sample=sample, on_mismatch=self.on_mismatch,
-            log_path=self.shadow_log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
-            timeout=self.shadow_timeout,
-        )
 
     def _resolve_policy(self) -> MemoryPolicy:
         policy = self.policy
@@ -228,7 +178,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         return self._policy
 
     @property
-    def backend_impl(self) -> MemoryEngine | ShadowEngine:
+    def backend_impl(self) -> Engine:
         """The engine behind this memory (``ShadowEngine`` in shadow mode)."""
         return self._backend
 
@@ -400,7 +350,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         sides = [self._backend]
         if isinstance(self._backend, ShadowEngine):
             sides = [self._backend.primary, self._backend.candidate_backend]
-        elif self.backend_name == "staged":
+        elif isinstance(self._backend, StagedEngine):
             sides = [self._backend.engines["middleware"]]
         backend = next((b for b in sides if b.name == "middleware"), sides[0])
         if backend.name != "middleware":

@@ -1,0 +1,185 @@
+"""Staged cutover: per-thread placement, lazy moves, monotone rollouts, rolling deploys."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapters import DeterministicSummarizer, MemoryPolicy, compare_views, open_store
+from adapters.staged import share_of
+from compat import SummaryMemory
+from compat.testing.conversations import filler_turn
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
+STORES = ["memory", "sqlite", "postgres"]
+
+
+def staged(store: object, rollout: float, **kwargs: object) -> SummaryMemory:
+    return SummaryMemory(backend="staged", store=store, rollout=rollout, policy=POLICY,
+                         summarizer=DeterministicSummarizer(max_chars=1_000_000), **kwargs)
+
+
+def twin(backend: str) -> SummaryMemory:
+    return SummaryMemory(backend=backend, policy=POLICY,
+                         summarizer=DeterministicSummarizer(max_chars=1_000_000))
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_moved_thread_continues_like_its_unmoved_twins(kind: str, fresh_store) -> None:
+    url = fresh_store(kind)
+    store = open_store(url)  # one store object, so the in-memory case shares it too
+    twins = {"classic": twin("classic"), "middleware": twin("middleware")}
+    turn = 0
+
+    def talk(memory: SummaryMemory, n: int) -> None:
+        nonlocal turn
+        for _ in range(n):
+            args = filler_turn("t", turn, 8)
+            memory.save("t", *args)
+            for other in twins.values():
+                other.save("t", *args)
+            turn += 1
+            view = memory.load("t")
+            for other in twins.values():
+                assert not compare_views(view, other.load("t")), compare_views(view, other.load("t"))
+
+    talk(staged(store, 0.0), 7)
+    assert staged(store, 0.0).placement("t").backend == "classic"
+    forward = staged(store, 1.0)  # a new configuration: the next touch moves the thread
+    talk(forward, 7)
+    assert forward.placement("t").backend == "middleware" and forward.placement("t").version == 2
+    back = staged(store, 0.0)  # rollback of the cohort
+    talk(back, 7)
+    assert back.placement("t").backend == "classic" and back.placement("t").version == 3
+    assert len(back.transcript("t")) == 2 * turn  # every turn once, whichever side saved it
+    store.close()
+
+
+def test_raising_the_rollout_only_adds_and_lowering_moves_back_above_the_share() -> None:
+    store = open_store("memory")
+    threads = [f"t{i}" for i in range(200)]
+    placed: dict[float, dict[str, str]] = {}
+    for rollout in (0.0, 0.1, 0.5, 1.0, 0.2):
+        memory = staged(store, rollout)
+        for t in threads:
+            memory.save(t, *filler_turn(t, int(rollout * 10), 4))
+        placed[rollout] = {t: memory.placement(t).backend for t in threads}
+        assert all((b == "middleware") == (share_of(t) < rollout) for t, b in placed[rollout].items())
+    for low, high in ((0.0, 0.1), (0.1, 0.5), (0.5, 1.0)):
+        assert {t for t, b in placed[low].items() if b == "middleware"} <= \
+            {t for t, b in placed[high].items() if b == "middleware"}
+    assert all(len(staged(store, 0.2).transcript(t)) == 10 for t in threads)
+
+
+def test_a_failed_move_leaves_the_thread_intact_and_the_next_touch_moves_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store("memory")
+    memory = staged(store, 0.0)
+    for i in range(6):
+        memory.save("t", *filler_turn("t", i, 8))
+    before = memory.load("t")
+    forward = staged(store, 1.0)
+    target = forward.backend_impl.engines["middleware"].backend
+    real = type(target).write
+
+    def dying(self: object, tx: object, writes: object) -> None:
+        real(self, tx, writes)  # the state is written inside the move's transaction...
+        raise KeyboardInterrupt("killed")  # ...which then dies
+
+    monkeypatch.setattr(type(target), "write", dying)
+    with pytest.raises(KeyboardInterrupt):
+        forward.load("t")
+    monkeypatch.setattr(type(target), "write", real)
+    assert forward.placement("t").backend == "classic"
+    assert not compare_views(before, staged(store, 0.0).load("t"))
+    assert forward.load("t").backend == "middleware"
+    assert not compare_views(before, forward.load("t"))
+
+
+def test_pins_override_the_rollout_until_unpinned() -> None:
+    store = open_store("memory")
+    memory = staged(store, 0.0)
+    memory.save("vip", "q", "a")
+    memory.pin("vip", "middleware")
+    assert memory.load("vip").backend == "middleware"
+    assert staged(store, 0.0).load("vip").backend == "middleware"  # any configuration
+    memory.unpin("vip")
+    assert staged(store, 0.0).load("vip").backend == "classic"
+    with pytest.raises(Exception, match="staged"):
+        SummaryMemory(policy=POLICY).pin("vip", "middleware")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+WORKER = """
+import sys, warnings
+warnings.filterwarnings("ignore")
+from adapters import DeterministicSummarizer, MemoryPolicy
+from compat import SummaryMemory
+from compat.testing.conversations import filler_turn
+url, rollout, tag, n = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+with SummaryMemory(backend="staged", store=url, rollout=rollout,
+                   policy=MemoryPolicy(max_tokens=150, keep_tokens=80),
+                   summarizer=DeterministicSummarizer(max_chars=1_000_000)) as memory:
+    for round_ in range(2):
+        for i in range(n):
+            memory.save(f"t{i}", *filler_turn(f"t{i}-{tag}", round_, 4))
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_rolling_deploy_never_ping_pongs_a_thread(kind: str, fresh_store) -> None:
+    """Two processes, rollout 0.1 and 0.5, started together on one store: every thread
+    changes backend at most once and holds every turn once."""
+    url = fresh_store(kind)
+    staged(url, 0.0).close()  # schema first
+    children = [subprocess.Popen([sys.executable, "-c", WORKER, url, str(rollout), tag, "100"],
+                                 env=_env(), stderr=subprocess.PIPE, text=True)
+                for rollout, tag in ((0.1, "a"), (0.5, "b"))]
+    for child in children:
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-2000:]
+    with staged(url, 0.5) as memory:
+        for i in range(100):
+            placement = memory.placement(f"t{i}")
+            assert placement.version <= 2, f"t{i} moved {placement.version - 1} times"
+            ids = [m.id for m in memory.transcript(f"t{i}")]
+            assert len(ids) == 8 and len(set(ids)) == 8
+            view = memory.backend_impl.engines[placement.backend].load(f"t{i}")
+            text = view.summary + " ".join(str(m.content) for m in view.messages)
+            for tag in "ab":
+                for r in range(2):
+                    assert f"FACT-t{i}-{tag}-{r} " in text, f"t{i} lost a turn"
+
+
+def test_rollout_cli_status_and_move(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/app.db"
+    with staged(url, 0.0) as memory:
+        for i in range(40):
+            memory.save(f"t{i}", "q", "a")
+    cli = [sys.executable, "-m", "compat", "rollout"]
+    moved = subprocess.run([*cli, "move", "--to", "middleware", "--share", "0.5", "--store", url,
+                            "--json"], env=_env(), capture_output=True, text=True, timeout=120)
+    assert moved.returncode == 0, moved.stderr
+    result = json.loads(moved.stdout)
+    expected = sum(share_of(f"t{i}") < 0.5 for i in range(40))
+    assert result["moved"] == expected and result["failed"] == 0
+    status = subprocess.run([*cli, "status", "--store", url, "--json"], env=_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    counts = json.loads(status.stdout)
+    assert counts["threads"] == {"middleware": expected, "classic": 40 - expected}
+    assert counts["moved_at_least_once"] == expected
+    sharded = [json.loads(subprocess.run(
+        [*cli, "move", "--to", "classic", "--share", "0", "--store", url, "--shard", f"{k}/2",
+         "--json"], env=_env(), capture_output=True, text=True, timeout=120).stdout)["moved"]
+        for k in (1, 2)]
+    assert sum(sharded) == expected  # the two shards together moved the cohort back
