@@ -216,14 +216,14 @@ class ShadowEngine:
             self._record(thread_id, "view", diffs, timings)
         return view
 
-    def _save(self, thread_id: str, turn: list[BaseMessage],
-              fold: bool = True) -> Steps[list[BaseMessage]]:
+    def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
+              guard: Any = None) -> Steps[list[BaseMessage]]:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
         mirror = self.sampled(thread_id) and self.enabled
         stored = turn
         try:
-            stored = yield from self.primary._save(thread_id, turn, fold)
+            stored = yield from self.primary._save(thread_id, turn, fold, guard)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             if mirror:
                 self._candidate_write(thread_id, "save",
@@ -234,7 +234,19 @@ class ShadowEngine:
         self.primary.clear(thread_id)
         self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
 
-    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:  # noqa: D417
+    def _restore(self, record: ThreadRecord, expect_last_id: str | None, fold_record: Any,
+                 also: Any = None) -> Steps[bool]:
+        """The primary's restore steps; the candidate follows inline when they commit."""
+        if not (yield from self.primary._restore(record, expect_last_id, fold_record, also)):
+            return False
+        try:
+            self.candidate_backend.restore(record)
+        except Exception as exc:  # recorded, never raised
+            self._record(record.thread_id, "candidate_error",
+                         [f"restore: {type(exc).__name__}: {exc}"])
+        return True
+
+    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:
         """The candidate runs inline: migration and resummarize expect both sides written."""
         if not self.primary.restore(record, **kwargs):
             return False

@@ -49,12 +49,12 @@ def share_of(thread_id: str) -> float:
 class StagedEngine:
     name = "staged"
 
-    def __init__(self, *, classic: MemoryEngine, middleware: MemoryEngine, rollout: float = 0.0,
+    def __init__(self, *, classic: Any, middleware: MemoryEngine, rollout: float = 0.0,
                  route: Callable[[str], str] | None = None,
                  config_since: float | None = None) -> None:
         if not 0 <= rollout <= 1:
             raise ConfigError(f"rollout must be within [0, 1], got {rollout}")
-        self.engines = {"classic": classic, "middleware": middleware}
+        self.engines: dict[str, Any] = {"classic": classic, "middleware": middleware}
         self.rollout, self.route = rollout, route
         self.config_since = time.time() if config_since is None else config_since
         self.store = middleware.store  # placements live with the middleware side
@@ -62,6 +62,11 @@ class StagedEngine:
         self.moves = 0
 
     # -- what the facade reads off an engine ---------------------------------------------
+    @property
+    def mismatches(self) -> list[Any]:
+        """Shadow mismatches of the classic cohort (``shadow_sample``), else ``[]``."""
+        return list(getattr(self.engines["classic"], "mismatches", []))
+
     policy = property(lambda self: self.engines["classic"].policy)
     backend = property(lambda self: self.engines["classic"].backend)
 
@@ -131,8 +136,10 @@ class StagedEngine:
         new = Placement(to, current.version + 1, time.time(), pinned)
         if current.backend != to:
             source, target = self.engines[current.backend], self.engines[to]
-            view = yield from source._load(thread_id)
+            # transcript first: a turn that commits between the two reads is then newer than
+            # the last id checked below, and the move is retried instead of dropping it
             transcript = source.store.transcript(thread_id)
+            view = yield from source._load(thread_id)
             record = ThreadRecord(thread_id, view.summary, view.messages, view.folds, transcript)
             last = transcript[-1].id if transcript and transcript[-1].id else ""
             wrote = yield from target._restore(record, last if self.same_store else None, None,

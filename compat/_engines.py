@@ -51,7 +51,18 @@ def build_engine(memory: SummaryMemory, name: str, summarizer: Any) -> Engine:
     if name == "staged":
         target = open_store(memory.target_store) if memory.target_store is not None \
             else memory._store
-        return StagedEngine(classic=_one(memory, "classic", policy, summarizer),
+        classic: Any = _one(memory, "classic", policy, summarizer)
+        if memory.shadow_sample is not None:  # measure the next cohort before it moves
+            shared = CachingSummarizer(summarizer)
+            classic = ShadowEngine(
+                primary=_one(memory, "classic", policy, shared),
+                candidate=_one(memory, "middleware", policy, shared, owns_transcript=False,
+                               store=target),
+                sample=_share(memory.shadow_sample, "MEMSHIFT_SHADOW_SAMPLE", "1"),
+                on_mismatch=memory.on_mismatch,
+                log_path=memory.shadow_log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
+                timeout=memory.shadow_timeout)
+        return StagedEngine(classic=classic,
                             middleware=_one(memory, "middleware", policy, summarizer,
                                             store=target),
                             rollout=_share(memory.rollout, "MEMSHIFT_ROLLOUT", "0"),

@@ -58,3 +58,10 @@ def test_lcel_dropin_example(backend: str) -> None:
     done = _run("lcel_dropin.py", env={"MEMSHIFT_BACKEND": backend})
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(f"{backend} tenant-1:") == 2 and "12 in the transcript" in done.stdout
+
+
+def test_staged_cutover_of_the_bundled_conversation(fresh_store) -> None:
+    done = _run("staged_cutover.py", fresh_store("postgres"))
+    assert done.returncode == 0, done.stderr
+    assert "rollout 1.0: 0 thread(s) on classic, 6 on middleware" in done.stdout
+    assert "mismatches with the classic twin: 0" in done.stdout and "RESULT: EQUIVALENT" in done.stdout
