@@ -138,7 +138,7 @@ class StagedEngine:
             source, target = self.engines[current.backend], self.engines[to]
             # transcript first: a turn that commits between the two reads is then newer than
             # the last id checked below, and the move is retried instead of dropping it
-            transcript = source.store.transcript(thread_id)
+            transcript = yield from self._transcript(source.store, thread_id)
             view = yield from source._load(thread_id)
             record = ThreadRecord(thread_id, view.summary, view.messages, view.folds, transcript)
             last = transcript[-1].id if transcript and transcript[-1].id else ""
@@ -150,6 +150,12 @@ class StagedEngine:
             return new
         yield from in_transaction(self.store, thread_id, self._swap(current, new))
         return new
+
+    @staticmethod
+    def _transcript(store: Any, thread_id: str) -> Steps[list[BaseMessage]]:
+        def body(tx: Tx) -> Steps[list[BaseMessage]]:
+            return (yield IO(store.run, store.arun, tx, store.transcript_in))
+        return (yield from in_transaction(store, thread_id, body, write=False))
 
     def _swap(self, expected: Placement, new: Placement) -> Callable[[Tx], Steps[None]]:
         """Steps that change the placement only if it is still ``expected``."""

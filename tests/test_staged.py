@@ -142,14 +142,14 @@ def test_a_rolling_deploy_never_ping_pongs_a_thread(kind: str, fresh_store) -> N
     changes backend at most once and holds every turn once."""
     url = fresh_store(kind)
     staged(url, 0.0).close()  # schema first
-    children = [subprocess.Popen([sys.executable, "-c", WORKER, url, str(rollout), tag, "100"],
+    children = [subprocess.Popen([sys.executable, "-c", WORKER, url, str(rollout), tag, "200"],
                                  env=_env(), stderr=subprocess.PIPE, text=True)
                 for rollout, tag in ((0.1, "a"), (0.5, "b"))]
     for child in children:
         _, err = child.communicate(timeout=300)
         assert child.returncode == 0, err[-2000:]
     with staged(url, 0.5) as memory:
-        for i in range(100):
+        for i in range(200):
             placement = memory.placement(f"t{i}")
             assert placement.version <= 2, f"t{i} moved {placement.version - 1} times"
             ids = [m.id for m in memory.transcript(f"t{i}")]
@@ -280,3 +280,26 @@ def test_threads_still_on_classic_can_be_shadowed_before_their_cohort_moves() ->
     moved.save("t", *filler_turn("t", 8, 8))
     assert moved.placement("t").backend == "middleware"
     assert len(moved.transcript("t")) == 18
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_staged_async_moves_without_worker_threads(kind: str, fresh_store,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from tests.test_async import _no_threads
+
+    url = fresh_store(kind)
+    with staged(url, 0.0) as memory:
+        for i in range(4):
+            memory.save("t", *filler_turn("t", i, 8))
+        before = memory.load("t")
+    _no_threads(monkeypatch)
+
+    async def run() -> None:
+        async with staged(url, 1.0) as moved:
+            view = await moved.aload("t")  # moves on the async drivers
+            assert view.backend == "middleware" and not compare_views(before, view)
+            await moved.asave("t", *filler_turn("t", 4, 8))
+            assert (await moved.aload("t")).messages[-1].content.startswith("answer 4")
+    asyncio.run(run())

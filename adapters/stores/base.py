@@ -210,6 +210,10 @@ class Store(ABC):
         """(backend, pinned, threads, threads moved at least once) over the store."""
 
     @abstractmethod
+    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
+        """The thread's transcript inside ``tx`` (run through ``run``/``arun``)."""
+
+    @abstractmethod
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
 

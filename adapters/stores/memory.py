@@ -212,6 +212,9 @@ class MemoryStore(Store):
                 row[1] += p.version > 1
         return [(b, pinned, n, moved) for (b, pinned), (n, moved) in sorted(counts.items())]
 
+    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
+        return self.transcript(tx.thread_id)
+
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self._guard:
             return [_copy(m) for m in self._transcripts.get(thread_id, [])]

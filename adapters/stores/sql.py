@@ -334,12 +334,15 @@ class SqlStore(Store):
                                 .group_by(c.backend, c.pinned).order_by(c.backend, c.pinned))
             return [(r[0], bool(r[1]), int(r[2]), int(r[3] or 0)) for r in rows]
 
+    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
+        rows = _conn(tx).execute(select(transcript_table.c.message)
+                                 .where(transcript_table.c.thread_id == tx.thread_id)
+                                 .order_by(transcript_table.c.id)).scalars()
+        return [load_message(r) for r in rows]
+
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self.guard("read transcript"), self.engine.connect() as conn:
-            rows = conn.execute(select(transcript_table.c.message)
-                                .where(transcript_table.c.thread_id == thread_id)
-                                .order_by(transcript_table.c.id)).scalars()
-            return [load_message(r) for r in rows]
+            return self.transcript_in(SqlTx(thread_id, conn))
 
     def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
         with self.guard("read fold records"), self.engine.connect() as conn:
