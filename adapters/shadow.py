@@ -246,16 +246,10 @@ class ShadowEngine:
                          [f"restore: {type(exc).__name__}: {exc}"])
         return True
 
-    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:
+    def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
+                fold_record: Any = None, also: Any = None) -> bool:
         """The candidate runs inline: migration and resummarize expect both sides written."""
-        if not self.primary.restore(record, **kwargs):
-            return False
-        try:
-            self.candidate_backend.restore(record)
-        except Exception as exc:  # recorded, never raised
-            self._record(record.thread_id, "candidate_error",
-                         [f"restore: {type(exc).__name__}: {exc}"])
-        return True
+        return run_sync(self._restore(record, expect_last_id, fold_record, also))
 
     def drain(self, timeout: float | None = None) -> None:
         """Wait until the candidate has done everything queued so far."""
