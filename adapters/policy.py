@@ -48,6 +48,9 @@ def _positive_int(name: str, value: object) -> None:
         raise ConfigError(f"{name} must be greater than 0, got {value}")
 
 
+MAX_SUMMARY_RETRIES = 10  # per fold; a fold that fails is tried again on the next save
+
+
 @dataclass(frozen=True)
 class FoldPlan:
     """Where to cut a window: ``messages[:cutoff]`` are folded into the summary."""
@@ -113,8 +116,9 @@ class MemoryPolicy:
         if self.preferences_store is not None and not hasattr(self.preferences_store, "put"):
             raise ConfigError("preferences_store must be a LangGraph BaseStore (with .put)")
         if isinstance(self.summary_retries, bool) or not isinstance(self.summary_retries, int) \
-                or self.summary_retries < 0:
-            raise ConfigError(f"summary_retries must be an integer >= 0, got {self.summary_retries!r}")
+                or not 0 <= self.summary_retries <= MAX_SUMMARY_RETRIES:
+            raise ConfigError(f"summary_retries must be an integer in [0, {MAX_SUMMARY_RETRIES}], "
+                              f"got {self.summary_retries!r}")
         timeout = self.summary_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not 0 < timeout <= 86_400:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -29,13 +29,37 @@ def check_thread_id(thread_id: Any) -> str:
         raise InvalidThreadId(
             f"thread id must be at most {MAX_THREAD_ID_LENGTH} characters without NUL bytes"
         )
+    if not _encodable(thread_id):
+        raise InvalidThreadId("thread id is not valid Unicode (a lone surrogate)")
     return thread_id
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _texts(item)
 
 
 def _check_content(message: BaseMessage) -> None:
     """Any content LangChain itself accepts is stored unchanged: text, or a list of text and
     other blocks (image, audio, file, tool use). Only other shapes are refused."""
     content = message.content
+    if not all(_encodable(t) for t in _texts([content, getattr(message, "tool_calls", None)])):
+        raise ContentError(f"{message.type} message text is not valid Unicode (a lone surrogate); "
+                           "nothing was stored")
     if isinstance(content, str):
         return
     if isinstance(content, list) and all(isinstance(b, (str, dict)) for b in content):

@@ -16,9 +16,9 @@ from typing import Any
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import BaseMessage, SystemMessage, get_buffer_string
 from langchain_core.prompts import BasePromptTemplate
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_serializer
 
-from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store
+from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store, redact_url
 from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
 from adapters.staged import StagedEngine
@@ -130,6 +130,13 @@ class SummaryMemory(StockSurface, BaseMemory):
         from compat._adopt import legacy_adopter
 
         self._adopter = legacy_adopter(self)
+
+    @field_serializer("store", "target_store")
+    def _dump_store(self, value: Any) -> str | None:
+        """``model_dump`` never carries a password: URLs are redacted, store objects named."""
+        if value is None or isinstance(value, str):
+            return redact_url(value) if value else value
+        return type(value).__name__
 
     def _staged(self, what: str) -> StagedEngine:
         if not isinstance(self._backend, StagedEngine):

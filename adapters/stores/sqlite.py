@@ -153,6 +153,9 @@ class SqliteStore(SqlStore):
             raise ConfigError(f"sqlite URL needs a file path: sqlite:///file.db, got {url!r}")
         self.path = Path(path[1:])  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # transcripts are private: the database (and the -wal/-shm files SQLite creates with the
+        # database's mode) is 0600, or stricter under a stricter umask
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         engine = create_engine(f"sqlite:///{self.path}", connect_args={
             "timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
         _configure(engine)

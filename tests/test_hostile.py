@@ -1,0 +1,69 @@
+"""Hostile input and careless operators: secrets, file modes, invalid Unicode, unbounded work."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from adapters import ConfigError, MemoryPolicy
+from compat import ContentError, InvalidThreadId, SummaryMemory
+
+BACKENDS = ["classic", "middleware"]
+
+
+def test_sqlite_files_are_private(tmp_path: Path) -> None:
+    with SummaryMemory(backend="middleware", store=f"sqlite:///{tmp_path}/m.db",
+                       policy=MemoryPolicy(max_tokens=100)) as memory:
+        memory.save("t", "secret question", "secret answer")
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("m.db")]
+        assert {p.name for p in files} >= {"m.db", "m.db-wal", "m.db-shm", "m.db.memshift-lock"}
+        for path in files:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            assert mode & 0o077 == 0, f"{path.name} is {oct(mode)}"
+
+
+def test_a_stricter_umask_is_respected(tmp_path: Path) -> None:
+    old = os.umask(0o277)
+    try:
+        SummaryMemory(store=f"sqlite:///{tmp_path}/m.db", policy=MemoryPolicy(max_tokens=100)).close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.db").stat().st_mode) & 0o277 == 0
+
+
+@pytest.mark.postgres
+def test_model_dump_repr_and_str_never_carry_the_password(pg_url: str) -> None:
+    secret = pg_url.split(":")[2].split("@")[0]
+    assert secret and secret in pg_url
+    with SummaryMemory(store=pg_url, thread_id="t", policy=MemoryPolicy(max_tokens=100)) as memory:
+        for text in (str(memory.model_dump()), repr(memory), str(memory),
+                     memory.store_url):
+            assert secret not in text
+        assert "***" in memory.model_dump()["store"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lone_surrogates_are_memshift_errors_and_nothing_is_written(backend: str) -> None:
+    memory = SummaryMemory(backend=backend, policy=MemoryPolicy(max_tokens=100))
+    with pytest.raises(InvalidThreadId, match="Unicode"):
+        memory.save("bad\ud800id", "q", "a")
+    with pytest.raises(ContentError, match="Unicode"):
+        memory.save("t", "broken \udcff text", "a")
+    with pytest.raises(ValueError):  # still a ValueError, as stock raises for bad input
+        memory.save("t", "q", "broken \ud800")
+    assert memory.transcript("t") == [] and memory.load("t").messages == []
+
+
+@pytest.mark.parametrize("retries", [-1, 11, 10**6, 2.5, True])
+def test_summary_retries_are_bounded(retries: object) -> None:
+    with pytest.raises(ConfigError, match=r"summary_retries must be an integer in \[0, 10\]"):
+        MemoryPolicy(max_tokens=100, summary_retries=retries)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, 7200])
+def test_shadow_timeout_is_bounded(timeout: float) -> None:
+    with pytest.raises(ConfigError, match="shadow_timeout"):
+        SummaryMemory(backend="shadow", policy=MemoryPolicy(max_tokens=100), shadow_timeout=timeout)
