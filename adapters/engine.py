@@ -262,6 +262,8 @@ class MemoryEngine:
             text = yield from summarize_in_chunks(
                 self.summarizer, policy, job.summary,
                 redact_messages(for_summarizer(job.folded), policy.redactor), thread_id)
+            if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
+                text = policy.redactor(text)
         except SummarizerError as exc:
             record = self._record(thread_id, job, "", str(exc), time.perf_counter() - start)
             record.log()
