@@ -130,7 +130,9 @@ def frame_safe(text: str) -> str:
         else:
             out.extend(run_raw)
         out.extend(held)
-        run.clear(), run_raw.clear(), held.clear()
+        run.clear()
+        run_raw.clear()
+        held.clear()
 
     run_raw: list[str] = []
     for ch in text:
