@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +33,10 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
-from adapters.errors import ConfigError, StoreError, SummarizerError
+from adapters.errors import ConfigError, ContentError, StoreError, SummarizerError
 from adapters.folds import FoldRecord
 from adapters.io import IO, Steps, run_async, run_sync
-from adapters.policy import FoldPlan, MemoryPolicy
+from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
 from adapters.stores.base import Store, Tx, in_transaction
 from adapters.structured import parse_rendered
@@ -84,6 +86,8 @@ class MemoryEngine:
             raise ConfigError(f"unknown backend {backend!r}; use one of {sorted(BACKENDS)}")
         self.policy, self.summarizer, self.store = policy, summarizer, store
         self.owns_transcript = owns_transcript  # a shadow candidate leaves it to the primary
+        self.clock: Callable[[], float] = time.monotonic  # injectable (backoff tests)
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
         extra: dict[str, Any] = {"llm": llm}
         if backend == "classic":
             extra["summary_message_cls"] = summary_message_cls
@@ -188,6 +192,12 @@ class MemoryEngine:
             yield from self._step(tx, stored, plan)
             return stored
 
+        cap = self.policy.max_message_tokens
+        if cap is not None:
+            for message in turn:
+                if (size := self.policy.count([message])) > cap:
+                    raise ContentError(f"a {message.type} message of {size} tokens exceeds "
+                                       f"max_message_tokens={cap}; nothing was stored")
         stored = yield from in_transaction(self.store, thread_id, body)
         if stored is None:
             return turn
@@ -212,15 +222,33 @@ class MemoryEngine:
             return redact_messages(messages, self.policy.redactor or default_redactor)
         return list(messages)
 
+    def _backing_off(self, thread_id: str) -> bool:
+        """A fold that failed is not tried again before its backoff ends (per process)."""
+        state = self._failures.get(thread_id)
+        return state is not None and self.clock() < state[1]
+
+    def _failed(self, thread_id: str) -> None:
+        """Exponential backoff with jitter, capped, across saves."""
+        count = self._failures.pop(thread_id, (0, 0.0))[0] + 1
+        delay = min(MAX_RETRY_BACKOFF, self.policy.retry_backoff * 2 ** (count - 1))
+        self._failures[thread_id] = (count, self.clock() + delay * (0.5 + random.random() / 2))
+        if len(self._failures) > 100_000:  # bounded memory for any number of threads
+            self._failures.popitem(last=False)
+
     def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
+        if job is not None and self._backing_off(thread_id):
+            logger.debug("fold skipped: the last one failed and its backoff has not ended")
+            return
         for _ in range(FOLD_ATTEMPTS):
             if job is None:
                 return
             try:
                 summary, record = yield from self._summarize(thread_id, job)
             except SummarizerError as exc:
+                self._failed(thread_id)
                 self.defer_or_raise(exc)
                 return
+            self._failures.pop(thread_id, None)
             replanned: list[FoldJob] = []
 
             def apply(prev: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan,

@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from adapters.errors import SummarizerError
 from adapters.io import Steps
-from adapters.policy import MemoryPolicy
+from adapters.policy import DEFAULT_SUMMARY_CAP, MemoryPolicy
 from adapters.summarizer import Summarizer, summarize_steps
 from adapters.tokens import message_text
 
@@ -70,7 +70,8 @@ def _split_on_overflow(summarizer: Summarizer, policy: MemoryPolicy, summary: st
     try:
         return (yield from summarize_steps(
             summarizer, summary, part, retries=policy.summary_retries, thread_id=thread_id,
-            timeout=policy.summary_timeout, max_tokens=policy.max_summary_tokens,
+            timeout=policy.summary_timeout,
+            max_tokens=policy.max_summary_tokens or DEFAULT_SUMMARY_CAP,
             counter=policy.counter, give_up_on=policy.overflowed))
     except SummarizerError as exc:
         if depth >= MAX_SPLITS or not policy.overflowed(exc):

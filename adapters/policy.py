@@ -48,7 +48,9 @@ def _positive_int(name: str, value: object) -> None:
         raise ConfigError(f"{name} must be greater than 0, got {value}")
 
 
-MAX_SUMMARY_RETRIES = 10  # per fold; a fold that fails is tried again on the next save
+MAX_SUMMARY_RETRIES = 10  # per fold; a fold that fails is tried again on a later save
+DEFAULT_SUMMARY_CAP = 8_000  # tokens: a longer summary is a failed fold when no cap is set
+MAX_RETRY_BACKOFF = 300.0  # seconds: the ceiling of the doubling backoff between failed folds
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class MemoryPolicy:
     max_summary_tokens: int | None = None  # cap asked of the model and enforced on the reply
     summary_timeout: float = 120.0  # seconds per summarizer attempt; a hung call fails the fold
     max_summary_input_tokens: int | None = None  # fold in chunks above this (summary + messages)
+    max_message_tokens: int | None = 100_000  # a longer message is refused before anything is written
+    retry_backoff: float = 0.0  # seconds before a failed fold is tried again; doubles, capped
     is_overflow: Callable[[BaseException], bool] | None = field(default=None, compare=False)
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
@@ -94,7 +98,7 @@ class MemoryPolicy:
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
-                     "max_summary_tokens", "max_summary_input_tokens"):
+                     "max_summary_tokens", "max_summary_input_tokens", "max_message_tokens"):
             _positive_int(name, getattr(self, name))
         if self.max_tokens is None and self.max_messages is None:
             raise ConfigError("MemoryPolicy needs max_tokens or max_messages (or both)")
@@ -123,6 +127,10 @@ class MemoryPolicy:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not 0 < timeout <= 86_400:
             raise ConfigError(f"summary_timeout must be seconds in (0, 86400], got {timeout!r}")
+        backoff = self.retry_backoff
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) \
+                or not 0 <= backoff <= 3600:
+            raise ConfigError(f"retry_backoff must be seconds in [0, 3600], got {backoff!r}")
         if self.on_summary_error not in ("defer", "raise"):
             raise ConfigError(
                 f"on_summary_error must be 'defer' or 'raise', got {self.on_summary_error!r}"

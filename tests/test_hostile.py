@@ -100,3 +100,45 @@ def test_redaction_scrubs_what_the_summarizer_returns(backend: str) -> None:
     view = memory.load("t")
     assert view.folds >= 1 and "Facts" in view.summary
     assert "ops@example.com" not in view.summary and "sk-live-ABCDEF" not in view.summary
+
+
+def test_failed_folds_back_off_across_saves_with_a_fake_clock() -> None:
+    from compat.testing.conversations import filler_turn
+
+    calls = []
+
+    def down(summary: str, messages: object) -> str:
+        calls.append(1)
+        raise ConnectionError("provider down")
+
+    memory = SummaryMemory(summarizer=down, policy=MemoryPolicy(
+        max_tokens=80, keep_tokens=40, summary_retries=0, retry_backoff=2.0))
+    engine = memory.backend_impl
+    now = [1000.0]
+    engine.clock = lambda: now[0]
+    for i in range(10):
+        memory.save("t", *filler_turn("t", i, 8))  # the provider is down all along
+    assert len(calls) == 1, "retried with no backoff"
+    for step, expected in ((2.0, 2), (0.5, 2), (4.0, 3), (8.0, 4)):
+        now[0] += step
+        memory.save("t", *filler_turn("t", 50 + int(step), 8))
+        assert len(calls) == expected
+    assert all(f"FACT-t-{i} " in " ".join(str(m.content) for m in memory.load("t").messages)
+               for i in range(10))  # nothing lost while backing off
+
+
+def test_summaries_and_messages_are_bounded_by_default() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from compat.testing.conversations import filler_turn
+
+    memory = SummaryMemory(summarizer=lambda s, m: "word " * 50_000,
+                           policy=MemoryPolicy(max_tokens=80, keep_tokens=40, summary_retries=0))
+    for i in range(6):
+        memory.save("t", *filler_turn("t", i, 8))
+    assert memory.load("t").folds == 0  # a 50,000-word summary is a failed fold, not stored
+    assert "max_summary_tokens=8000" in memory.summary_history("t")[-1]["error"]
+    capped = SummaryMemory(policy=MemoryPolicy(max_tokens=100, max_message_tokens=50))
+    with pytest.raises(ContentError, match="max_message_tokens=50"):
+        capped.save_messages("t", [HumanMessage("x " * 400), AIMessage("ok")])
+    assert capped.transcript("t") == []
