@@ -57,9 +57,12 @@ def _check_content(message: BaseMessage) -> None:
     """Any content LangChain itself accepts is stored unchanged: text, or a list of text and
     other blocks (image, audio, file, tool use). Only other shapes are refused."""
     content = message.content
-    if not all(_encodable(t) for t in _texts([content, getattr(message, "tool_calls", None)])):
+    texts = list(_texts([content, getattr(message, "tool_calls", None)]))
+    if not all(_encodable(t) for t in texts):
         raise ContentError(f"{message.type} message text is not valid Unicode (a lone surrogate); "
                            "nothing was stored")
+    if any("\x00" in t for t in texts):  # PostgreSQL cannot store it: refused on every store
+        raise ContentError(f"{message.type} message text contains a NUL byte; nothing was stored")
     if isinstance(content, str):
         return
     if isinstance(content, list) and all(isinstance(b, (str, dict)) for b in content):

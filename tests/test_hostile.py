@@ -142,3 +142,11 @@ def test_summaries_and_messages_are_bounded_by_default() -> None:
     with pytest.raises(ContentError, match="max_message_tokens=50"):
         capped.save_messages("t", [HumanMessage("x " * 400), AIMessage("ok")])
     assert capped.transcript("t") == []
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_nul_bytes_are_refused_the_same_way_on_every_store(kind: str, fresh_store) -> None:
+    with SummaryMemory(store=fresh_store(kind), policy=MemoryPolicy(max_tokens=100)) as memory:
+        with pytest.raises(ContentError, match="NUL"):
+            memory.save("t", "a\x00b", "ok")
+        assert memory.transcript("t") == []
