@@ -11,7 +11,6 @@ import asyncio
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,6 +22,7 @@ from langchain_core.prompts import PromptTemplate
 
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
+from adapters.framing import frame_safe
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.structured import is_rendered, merge, parse_delta, parse_rendered, render
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
@@ -98,57 +98,6 @@ class ChatModelSummarizer:
     async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         reply = await self._bound.ainvoke(self.render(summary, messages))
         return reply if isinstance(reply, str) else reply.text
-
-
-_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u180e")
-_LOOKALIKES = {"‹": "<", "«": "<", "〈": "<", "⟨": "<", "❮": "<", "›": ">", "»": ">", "〉": ">",
-               "⟩": ">", "❯": ">"}
-
-
-def _angle(ch: str) -> str | None:
-    """``<`` or ``>`` for anything that reads as one (NFKC forms and look-alikes)."""
-    if ch in "<>":
-        return ch
-    if ch in _LOOKALIKES:
-        return _LOOKALIKES[ch]
-    folded = unicodedata.normalize("NFKC", ch)
-    return folded if folded in ("<", ">") else None
-
-
-def frame_safe(text: str) -> str:
-    """Text that cannot close or open the prompt's ``<<<``/``>>>`` frame: every run of two or
-    more angle brackets — any length, look-alikes and full-width forms included, zero-width
-    characters between them ignored — is written as ASCII brackets separated by spaces. Text
-    with no such run is returned unchanged."""
-    out: list[str] = []
-    run: list[str] = []
-    held: list[str] = []  # zero-width characters seen since the last bracket
-
-    def flush() -> None:
-        if len(run) >= 2:
-            out.append(" ".join(run))
-        else:
-            out.extend(run_raw)
-        out.extend(held)
-        run.clear()
-        run_raw.clear()
-        held.clear()
-
-    run_raw: list[str] = []
-    for ch in text:
-        angle = _angle(ch)
-        if angle is not None:
-            run.append(angle)
-            run_raw.extend(held)
-            run_raw.append(ch)
-            held.clear()
-        elif ch in _ZERO_WIDTH and run:
-            held.append(ch)
-        else:
-            flush()
-            out.append(ch)
-    flush()
-    return "".join(out)
 
 
 def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
