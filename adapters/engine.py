@@ -38,7 +38,7 @@ from adapters.folds import FoldRecord
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
-from adapters.stores.base import Store, Tx, in_transaction
+from adapters.stores.base import Store, Tx, in_transaction, store_io
 from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
 from adapters.summarizer import Summarizer, summarizer_name
@@ -155,7 +155,7 @@ class MemoryEngine:
 
     # -- steps -------------------------------------------------------------------------------
     def _run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> IO:
-        return IO(self.store.run, self.store.arun, tx, fn, *args)
+        return store_io(self.store, tx, fn, *args)
 
     def _load(self, thread_id: str) -> Steps[MemoryView]:
         def body(tx: Tx) -> Steps[Any]:
@@ -173,11 +173,7 @@ class MemoryEngine:
 
     def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
               guard: Guard | None = None) -> Steps[list[BaseMessage]]:
-        planned: list[FoldJob] = []
-
-        def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
-            planned.append(FoldJob(summary, folds, tuple(window), p))
-            return None
+        planned, plan = _planner()
 
         def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
             stored = turn
@@ -208,11 +204,7 @@ class MemoryEngine:
         return stored
 
     def _prune(self, thread_id: str) -> Steps[None]:
-        planned: list[FoldJob] = []
-
-        def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
-            planned.append(FoldJob(summary, folds, tuple(window), p))
-            return None
+        planned, plan = _planner()
 
         def body(tx: Tx) -> Steps[bool]:
             return (yield from self._step(tx, [], plan))
@@ -366,6 +358,16 @@ class MemoryEngine:
             key = item.key or hashlib.sha256(item.value.lower().encode()).hexdigest()[:16]
             store.put(("memshift", "preferences", user), key,
                       {"value": item.value, "thread_id": thread_id, "version": version})
+
+
+def _planner() -> tuple[list[FoldJob], FoldFn]:
+    """A fold function that only records what the real class asks for ("not now")."""
+    planned: list[FoldJob] = []
+
+    def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
+        planned.append(FoldJob(summary, folds, tuple(window), p))
+        return None
+    return planned, plan
 
 
 def _fresh_ids(turn: list[BaseMessage], taken: set[str]) -> list[BaseMessage]:

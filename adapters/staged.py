@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage
 from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError, MemshiftError
 from adapters.io import IO, Steps, run_async, run_sync
-from adapters.stores.base import Placement, Tx, in_transaction
+from adapters.stores.base import Placement, Tx, in_transaction, store_io
 from adapters.view import MemoryView, ThreadRecord
 
 __all__ = ["PlacementChanged", "StagedEngine", "share_of"]
@@ -89,7 +89,7 @@ class StagedEngine:
         return "middleware" if share_of(thread_id) < self.rollout else "classic"
 
     def _run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> IO:
-        return IO(self.store.run, self.store.arun, tx, fn, *args)
+        return store_io(self.store, tx, fn, *args)
 
     def _read(self, thread_id: str) -> Steps[Placement | None]:
         def body(tx: Tx) -> Steps[Placement | None]:
@@ -154,7 +154,7 @@ class StagedEngine:
     @staticmethod
     def _transcript(store: Any, thread_id: str) -> Steps[list[BaseMessage]]:
         def body(tx: Tx) -> Steps[list[BaseMessage]]:
-            return (yield IO(store.run, store.arun, tx, store.transcript_in))
+            return (yield store_io(store, tx, store.transcript_in))
         return (yield from in_transaction(store, thread_id, body, write=False))
 
     def _swap(self, expected: Placement, new: Placement) -> Callable[[Tx], Steps[None]]:

@@ -18,11 +18,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
 from adapters.errors import ConfigError
-from adapters.folds import FoldRecord
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
@@ -59,22 +58,15 @@ class LegacyAdopter:
 
 
 def _import(memory: SummaryMemory, thread_id: str, legacy: list[BaseMessage], name: str) -> None:
-    from compat._rebuild import rebuild_record
+    from compat._rebuild import rebuild_fold_record, rebuild_record
     from compat.sources import stable_ids
 
     start = time.perf_counter()
     messages = stable_ids(thread_id, legacy)
     record = rebuild_record(memory, thread_id, messages)  # summarizer runs here: no lock held
-    policy = memory.active_policy
-    folded = len(messages) - len(record.window)
-    fold = FoldRecord(
-        thread_id=thread_id, version=record.folds, trigger=f"adopted from {name}",
-        messages_before=len(messages), messages_kept=len(record.window), folded=folded,
-        folded_first_id=messages[0].id if folded else None,
-        folded_last_id=messages[folded - 1].id if folded else None,
-        summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
-        summarizer="rebuild", prompt_version=policy.prompt_version,
-        duration_ms=round((time.perf_counter() - start) * 1000, 3), backend=memory.backend_name)
+    fold = rebuild_fold_record(thread_id, messages, record, memory.active_policy,
+                               trigger=f"adopted from {name}", summarizer="rebuild",
+                               backend=memory.backend_name, started=start)
     # written only if the thread is still empty: a concurrent first touch adopts it once
     memory._backend.restore(ThreadRecord(thread_id, record.summary, record.window, record.folds,
                                          messages), expect_last_id="", fold_record=fold)

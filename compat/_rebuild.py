@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import SystemMessage
+
 from adapters import MemoryPolicy, ThreadRecord
+from adapters.folds import FoldRecord
 from adapters.summarizer import build_summarizer
 from compat._turns import split_turns
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["rebuild_record", "summarizer_for"]
+__all__ = ["rebuild_fold_record", "rebuild_record", "summarizer_for"]
 
 
 def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None) -> Any:
@@ -46,3 +50,19 @@ def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
     finally:
         scratch.close()
     return ThreadRecord(thread_id, view.summary, view.messages, view.folds, list(transcript))
+
+
+def rebuild_fold_record(thread_id: str, transcript: list, record: ThreadRecord,
+                        policy: MemoryPolicy, *, trigger: str, summarizer: str, backend: str,
+                        started: float) -> FoldRecord:
+    """The fold record of a whole-transcript rebuild (resummarize, adoption): what was folded
+    and kept, written with the rebuilt state."""
+    folded = len(transcript) - len(record.window)
+    return FoldRecord(
+        thread_id=thread_id, version=record.folds, trigger=trigger,
+        messages_before=len(transcript), messages_kept=len(record.window), folded=folded,
+        folded_first_id=transcript[0].id if folded else None,
+        folded_last_id=transcript[folded - 1].id if folded else None,
+        summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
+        summarizer=summarizer, prompt_version=policy.prompt_version,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3), backend=backend)

@@ -23,7 +23,6 @@ from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
 from adapters.staged import StagedEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
-from adapters.folds import FoldRecord
 from adapters.shadow import ShadowEngine
 from adapters.summarizer import build_summarizer, summarizer_name
 from compat._engines import Engine, build_engine
@@ -281,7 +280,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         """Rebuild the running summary from the raw transcript (after a summarizer or prompt
         change). The rebuild runs with no lock held; it is written (with its fold record, in
         one transaction) only if no turn was saved meanwhile, else rebuilt again."""
-        from compat._rebuild import rebuild_record, summarizer_for
+        from compat._rebuild import rebuild_fold_record, rebuild_record, summarizer_for
 
         tid = check_thread_id(thread_id)
         policy = policy or self._policy
@@ -290,16 +289,9 @@ class SummaryMemory(StockSurface, BaseMemory):
             start = time.perf_counter()
             transcript = self._store.transcript(tid)
             record = rebuild_record(self, tid, transcript, policy, summarizer)
-            folded = len(transcript) - len(record.window)
-            fold = FoldRecord(
-                thread_id=tid, version=record.folds, trigger="resummarize",
-                messages_before=len(transcript), messages_kept=len(record.window),
-                folded=folded, folded_first_id=transcript[0].id if folded else None,
-                folded_last_id=transcript[folded - 1].id if folded else None,
-                summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
-                summarizer=summarizer_name(summarizer), prompt_version=policy.prompt_version,
-                duration_ms=round((time.perf_counter() - start) * 1000, 3),
-                backend=self.backend_name)
+            fold = rebuild_fold_record(tid, transcript, record, policy, trigger="resummarize",
+                                       summarizer=summarizer_name(summarizer),
+                                       backend=self.backend_name, started=start)
             last = transcript[-1].id if transcript else None
             if self._backend.restore(record, expect_last_id=last,
                                      fold_record=fold):

@@ -27,7 +27,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Placement", "Store", "Tx",
-           "in_transaction"]
+           "in_transaction", "store_io"]
 
 
 class Tx:
@@ -242,6 +242,14 @@ class Store(ABC):
     async def aclose(self) -> None:
         """Release this event loop's async connections."""
         await self.checkpoints.aclose()
+
+
+def store_io(store: Store, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:
+    """The I/O request (see ``adapters.io``) that runs the concern method ``fn(tx, *args)``
+    through ``store.run`` or ``store.arun``."""
+    from adapters.io import IO
+
+    return IO(store.run, store.arun, tx, fn, *args)
 
 
 def in_transaction(store: Store, thread_id: str, body: Callable[[Tx], Any],
