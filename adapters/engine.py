@@ -312,7 +312,7 @@ class MemoryEngine:
             folded_last_id=folded[-1].id if folded else None,
             summary_tokens=self.policy.count([SystemMessage(text)]) if text else 0,
             summarizer=summarizer_name(self.summarizer),
-            prompt_version=self.policy.prompt_version,
+            prompt_version=self.policy.prompt_version, policy=self.policy.recorded(),
             duration_ms=round(seconds * 1000, 3), error=error, backend=self.name)
 
     def _write_whole(self, thread_id: str, writes: Any) -> Steps[None]:

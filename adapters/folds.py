@@ -28,6 +28,7 @@ class FoldRecord:
     duration_ms: float
     error: str | None = None
     backend: str = ""
+    policy: dict[str, Any] | None = None  # MemoryPolicy.recorded(): the rule this fold followed
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def as_dict(self) -> dict[str, Any]:

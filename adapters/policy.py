@@ -211,6 +211,31 @@ class MemoryPolicy:
                      "the summary message never counts; the newest turn always stays")
         return "\n".join(lines)
 
+    # -- the recorded form ------------------------------------------------------------
+    RECORDED = ("max_tokens", "keep_tokens", "max_messages", "keep_messages", "cut",
+                "summary_format", "max_summary_tokens")
+
+    def recorded(self) -> dict[str, Any]:
+        """The fold rule as plain data, stored with every fold record so that tools
+        (migrate, resummarize, replay) can use the policy a thread was folded with."""
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.RECORDED}
+        counter = self.token_counter
+        out["token_counter"] = counter if isinstance(counter, str) or counter is None \
+            else getattr(counter, "__name__", type(counter).__name__)
+        out["prompt_version"] = self.prompt_version
+        return out
+
+    @classmethod
+    def from_recorded(cls, data: dict[str, Any], **overrides: Any) -> MemoryPolicy:
+        """A policy from :meth:`recorded` data (a callable counter's name is not
+        resolvable and falls back to the default counter)."""
+        kwargs: dict[str, Any] = {k: data[k] for k in cls.RECORDED if k in data}
+        counter = data.get("token_counter")
+        if isinstance(counter, str):
+            kwargs["token_counter"] = counter
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
     # -- derived ------------------------------------------------------------------
     @property
     def counter(self) -> TokenCounter:

@@ -65,4 +65,5 @@ def rebuild_fold_record(thread_id: str, transcript: list, record: ThreadRecord,
         folded_last_id=transcript[folded - 1].id if folded else None,
         summary_tokens=policy.count([SystemMessage(record.summary)]) if record.summary else 0,
         summarizer=summarizer, prompt_version=policy.prompt_version,
+        policy=policy.recorded(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), backend=backend)
