@@ -39,9 +39,10 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("preference", re.compile(r"i prefer|i'd prefer|i like|please always|from now on|by default|"
                               r"偏好|喜欢|以后回答|默认|请总是|请一直", re.I)),
 ]
-_NEGATION = re.compile(
-    r"(?:,|，)?\s*(?:\bnot\b|\binstead of\b|rather than|不是|而不是|并非)\s*"
-    r"([A-Za-z][\w.+#-]*(?:\s\d[\w.]*)?|[\u4e00-\u9fffA-Za-z0-9.+#-]{1,12})", re.I)
+_NEGATION = re.compile(r"(?:,|，)?\s*(?:\bnot\b|\binstead of\b|\brather than\b|而不是|不是|并非)", re.I)
+_CLAUSE_END = re.compile(r"[,;:!?()，。；：！？（）]|\.(?=\s|$)")
+_LATIN_WORD = re.compile(r"[A-Za-z0-9][\w.+#-]*")
+_CJK_TARGET = re.compile(r"\s*([\u4e00-\u9fffA-Za-z0-9.+#-]{1,12})")
 _CORRECTION = re.compile(r"actually|correction|i was wrong|my mistake|更正|其实|纠正|搞错|说错", re.I)
 _FACTY = re.compile(r"\d|FACT-|my name|\bi am\b|\bi'm\b|\bwe use|\bour\b|\buses?\b|\bworks? (at|on|as)\b|"
                     r"我叫|我是|我们用|我们的|用的是|是", re.I)

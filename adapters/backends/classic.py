@@ -9,6 +9,7 @@ message when the summarizer fails (the turn is committed before any fold).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from pydantic import PrivateAttr
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.stores.base import ClassicSnapshot, Tx
 from adapters.summarizer import SummarizerChatModel
-from adapters.view import MemoryView, ThreadRecord
+from adapters.view import MemoryView, ThreadRecord, detach
 
 __all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory"]
 
@@ -103,27 +104,36 @@ class ClassicBackend(MemoryBackend):
                  summary_message_cls: type[BaseMessage] = SystemMessage, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summary_message_cls = summary_message_cls
+        self._local = threading.local()
         # The stock class validates llm as a BaseLanguageModel; folds never call it.
         self.llm = llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
             summarizer=None, token_counter=self.policy.counter)
 
     def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
                    fold: FoldFn | None = None) -> PolicySummaryBufferMemory:
-        """A real classic memory over a thread's snapshot. Built with ``model_construct``:
-        the inputs are memshift's own, already valid, and the class's deprecation warning is
-        about using it directly, which memshift exists to replace (no warning of our own)."""
-        memory = PolicySummaryBufferMemory.model_construct(
-            llm=self.llm,
-            chat_memory=StepWindow(snapshot, writes or ClassicWrites()),
-            moving_summary_buffer=snapshot.summary,
-            max_token_limit=self.policy.max_tokens or 2000,
-            prompt=self.policy.prompt,
-            human_prefix=self.human_prefix,
-            ai_prefix=self.ai_prefix,
-            summary_message_cls=self.summary_message_cls,
-            return_messages=True,
-        )
-        memory._fold, memory._policy, memory._folds = fold, self.policy, snapshot.folds
+        """The real classic memory over a thread's snapshot. One instance per OS thread,
+        built once with ``model_construct`` (the inputs are memshift's own, already valid,
+        and the class's deprecation warning is about using it directly, which memshift
+        exists to replace); each step swaps in the thread's state. A step never awaits, so
+        no two steps share the instance at once."""
+        memory = getattr(self._local, "memory", None)
+        if memory is None:
+            memory = self._local.memory = PolicySummaryBufferMemory.model_construct(
+                llm=self.llm,
+                chat_memory=StepWindow(snapshot, ClassicWrites()),
+                max_token_limit=self.policy.max_tokens or 2000,
+                prompt=self.policy.prompt,
+                human_prefix=self.human_prefix,
+                ai_prefix=self.ai_prefix,
+                summary_message_cls=self.summary_message_cls,
+                return_messages=True,
+            )
+            memory._policy = self.policy
+        fields = memory.__dict__
+        fields["chat_memory"] = StepWindow(snapshot, writes or ClassicWrites())
+        fields["moving_summary_buffer"] = snapshot.summary
+        fields["folded"] = False
+        memory._fold, memory._folds = fold, snapshot.folds
         return memory
 
     # -- I/O ---------------------------------------------------------------------------------
@@ -166,6 +176,8 @@ class ClassicBackend(MemoryBackend):
         buffer = memory.load_memory_variables({})[memory.memory_key]
         summary = memory.moving_summary_buffer
         head, window = (buffer[0], buffer[1:]) if summary else (None, buffer)
+        if self.store.shares_messages:  # the view is the caller's to edit, the store is not
+            window = [detach(m) for m in window]
         return MemoryView(thread_id=thread_id, summary=summary, messages=window,
                           folds=memory._folds, summary_message=head, backend=self.name)
 

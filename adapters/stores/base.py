@@ -121,6 +121,7 @@ class Store(ABC):
 
     url: str  # redacted: never carries a password
     persistent: bool = True  # state outlives the process (the in-memory store's does not)
+    shares_messages: bool = False  # reads hand out stored objects: copy before giving them away
     classic: ClassicState
     checkpoints: Checkpoints
     lock_stripes = 256  # in-process part of a thread lock: bounded memory for any number of threads

@@ -15,13 +15,13 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from adapters.view import detach
 from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Placement, Store, Tx
 
 __all__ = ["MemoryStore"]
 
 
-def _copy(message: BaseMessage) -> BaseMessage:
-    return message.model_copy(deep=True)
+_copy = detach  # stored objects are never handed out: readers get them only to read
 
 
 class MemoryTx(Tx):
@@ -55,7 +55,7 @@ class _MemoryClassic(ClassicState):
         with self._guard:
             summary, folds = self._state.get(tx.thread_id, ("", 0))
             rows = self._windows.get(tx.thread_id, [])
-            return ClassicSnapshot(summary, folds, [_copy(m) for _, m in rows], [r for r, _ in rows])
+            return ClassicSnapshot(summary, folds, [m for _, m in rows], [r for r, _ in rows])
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
         with self._guard:
@@ -114,6 +114,7 @@ class MemoryStore(Store):
 
     url = "memory"
     persistent = False
+    shares_messages = True
 
     def __init__(self, *, keep_checkpoints: int = 4) -> None:
         super().__init__()

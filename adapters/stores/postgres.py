@@ -118,13 +118,13 @@ class PostgresStore(SqlStore):
         if not parts.path.strip("/"):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
         self.conninfo = parts._replace(scheme="postgresql").geturl()
-        self._secret = parts.password
+        self._secret = url
         try:  # fail fast and clearly
             psycopg.connect(self.conninfo, connect_timeout=10).close()
         except psycopg.Error as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}: "
-                             f"{scrub_password(detail, parts.password)}") from None
+                             f"{scrub_password(detail, url)}") from None
         engine = create_engine(sqlalchemy_url(self.conninfo), pool_size=pool_size,
                                max_overflow=pool_size, hide_parameters=True,
                                connect_args={"prepare_threshold": None})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -29,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Store, Tx
+from adapters.stores.url import scrub as scrub_password, scrub_cause
 
 __all__ = ["SqlStore", "SqlTx", "scrub_password"]
 
@@ -75,15 +75,6 @@ placement_table = Table(
     Column("since", Float, nullable=False),
     Column("pinned", Boolean, nullable=False, default=False),
 )
-
-_PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
-
-
-def scrub_password(text: str, password: str | None = None) -> str:
-    """Remove a password from driver text: URL userinfo, and the literal if known."""
-    text = _PASSWORD_IN_TEXT.sub(r"\1***@", text)
-    return text.replace(password, "***") if password else text
-
 
 def dump_message(message: BaseMessage) -> str:
     return json.dumps(message_to_dict(message), ensure_ascii=False)
@@ -153,7 +144,7 @@ class SqlClassic(ClassicState):
 class SqlStore(Store):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
-    _secret: str | None = None  # a password to scrub from driver messages
+    _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
     translated: tuple[type[BaseException], ...] = (SQLAlchemyError,)
 
     def __init__(self, url: str, engine: Engine) -> None:
@@ -188,7 +179,7 @@ class SqlStore(Store):
         except self.translated as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             detail = scrub_password(detail, self._secret)[:300]
-            raise StoreError(f"{what} failed on {self.url}: {type(exc).__name__}: {detail}") from exc
+            raise StoreError(f"{what} failed on {self.url}: {type(exc).__name__}: {detail}") from scrub_cause(exc, self._secret)
 
     # -- transactions ----------------------------------------------------------------
     def begin(self, thread_id: str, write: bool = True) -> Tx:

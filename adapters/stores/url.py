@@ -1,40 +1,200 @@
-"""Store URLs: parsing, redaction, and the hash that maps a thread id to a lock."""
+"""Store URLs: parsing, redaction, and the hash that maps a thread id to a lock.
+
+Redaction does not trust :func:`urllib.parse.urlsplit`: a password with an unencoded
+``@ : / ? #`` or ``%`` splits there in the wrong place and half of it ends up in the
+"host" or the fragment. The userinfo is everything up to the *last* ``@`` instead, so
+redaction errs on the side of masking too much. :func:`scrub` removes every form of the
+secret (raw, percent-decoded, percent-encoded) from driver text before it reaches an error.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+import re
+import traceback
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from adapters.errors import ConfigError
 
-__all__ = ["lock_key", "parse_options", "redact_url", "sqlalchemy_url", "stripe_of"]
+__all__ = [
+    "lock_key", "parse_options", "redact_url", "scrub", "scrub_cause", "secret_forms",
+    "sqlalchemy_url", "stripe_of",
+]
 
 _SECRET_KEYS = ("password", "passwd", "pwd", "pass", "secret", "token", "key", "sslpassword")
+_CONNINFO_KEYS = ("password", "passwd", "pwd", "sslpassword")
+_MASK = "***"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)$", re.S)
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+# libpq ``key=value`` conninfo (and the same shape in driver messages): quoted or bare values
+_KEYVALUE = re.compile(
+    r"(?i)\b(" + "|".join(_CONNINFO_KEYS) + r")(\s*=\s*)"
+    r"('(?:\\.|[^'\\])*'?|\"(?:\\.|[^\"\\])*\"?|\S+)")
+WITHHELD = ("(driver message withheld: the store URL's password holds an unencoded "
+            "'@', ':', '/', '?' or '#'; percent-encode it, e.g. urllib.parse.quote(pw, safe=''))")
+
+
+def _split(url: str) -> tuple[str, str | None, str | None, str] | None:
+    """``(scheme, user, password, rest)``, the userinfo ending at the last ``@``;
+    ``None`` when ``url`` has no scheme (a libpq ``key=value`` DSN, say)."""
+    match = _SCHEME.match(url)
+    if match is None:
+        return None
+    scheme, rest = match.groups()
+    if "@" not in rest:
+        return scheme, None, None, rest
+    userinfo, host = rest.rsplit("@", 1)
+    user, colon, password = userinfo.partition(":")
+    return scheme, user, (password if colon else None), host
+
+
+def _query_secrets(tail: str) -> list[str]:
+    """Raw values of secret-looking query parameters in ``host/db?query``."""
+    _, sep, query = tail.partition("?")
+    if not sep:
+        return []
+    values: list[str] = []
+    secret = False
+    for piece in re.split(r"[&;]", query):
+        key, eq, value = piece.partition("=")
+        if eq:
+            secret = unquote_plus(key).strip().lower() in _SECRET_KEYS
+            if secret:
+                values.append(value)
+        elif secret:  # an unencoded '&' inside the secret value: the rest of it
+            values.append(piece)
+    return values
+
+
+def _mask_query(tail: str) -> str:
+    base, sep, query = tail.partition("?")
+    if not sep or not _query_secrets(tail):
+        return tail
+    out: list[str] = []
+    secret = False
+    for piece in re.split(r"([&;])", query):
+        key, eq, _ = piece.partition("=")
+        if piece in ("&", ";"):
+            out.append(piece)
+        elif eq:
+            secret = unquote_plus(key).strip().lower() in _SECRET_KEYS
+            out.append(f"{key}={_MASK}" if secret else piece)
+        else:
+            out.append(_MASK if secret and piece else piece)
+    return base + "?" + "".join(out)
+
+
+def _unquote_conninfo(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def _mask_pairs(text: str) -> str:
+    return _KEYVALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{_MASK}", text)
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced (userinfo and secret-looking query values),
-    safe for logs and errors."""
+    """The URL (or libpq ``key=value`` DSN) with every password masked: userinfo up to the
+    last ``@``, secret-looking query values, ``password=`` pairs. Safe for logs and errors."""
+    parts = _split(url)
+    if parts is None:
+        return _mask_pairs(url)
+    scheme, user, password, tail = parts
+    tail = _mask_pairs(_mask_query(tail))
+    if user is None:
+        return scheme + tail
+    return f"{scheme}{user}{'' if password is None else ':' + _MASK}@{tail}"
+
+
+def _naive_password(url: str) -> str | None:
     try:
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
+        return urlsplit(url).password
     except ValueError:
-        return "<unparseable store url>"
-    if any(k.lower() in _SECRET_KEYS for k, _ in query):
-        masked = [(k, "***" if k.lower() in _SECRET_KEYS else v) for k, v in query]
-        parts = parts._replace(query=urlencode(masked, safe="*"))
-    if parts.password is not None:
-        host = parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    return urlunsplit(parts)
+        return None
+
+
+def _ambiguous(url: str | None) -> bool:
+    """Would a standard URL parser (and so the driver) split the password elsewhere?"""
+    parts = _split(url) if url else None
+    if url is None or parts is None or parts[2] is None:
+        return False
+    return _naive_password(url) != parts[2]
+
+
+def _raw_secrets(url: str) -> list[str]:
+    parts = _split(url)
+    if parts is None:
+        pairs = [m.group(3) for m in _KEYVALUE.finditer(url)]
+        return pairs + [_unquote_conninfo(v) for v in pairs]
+    _, _, password, tail = parts
+    pairs = [m.group(3) for m in _KEYVALUE.finditer(tail)]
+    return [s for s in (password, _naive_password(url), *_query_secrets(tail), *pairs) if s]
+
+
+def secret_forms(url: str | None) -> list[str]:
+    """Every spelling of the URL's secrets a driver might echo, longest first: raw,
+    percent-decoded (also ``+`` as space), percent-encoded (upper and lower hex), escaped."""
+    if not url:
+        return []
+    forms: set[str] = set()
+    for raw in _raw_secrets(url):
+        plain = {raw, unquote(raw), unquote_plus(raw)}
+        encoded = {f(p, safe=s) for p in plain for f in (quote, quote_plus) for s in ("", "/")}
+        encoded |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e) for e in encoded}
+        every = plain | encoded
+        forms |= every | {repr(f)[1:-1] for f in every}
+    return sorted((f for f in forms if f.strip()), key=len, reverse=True)
+
+
+def scrub(text: str, url: str | None = None) -> str:
+    """``text`` (a driver message) without the password of ``url`` in any form, and with
+    any URL or ``password=`` pair it quotes redacted. When the URL's password holds
+    unencoded delimiters the driver saw pieces of it as host, port or path: the message is
+    withheld then, since no substring test can tell which of its words are the secret."""
+    if _ambiguous(url):
+        return WITHHELD
+    for form in secret_forms(url):
+        text = text.replace(form, _MASK)
+    return _mask_pairs(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exceptions ``traceback.format_exception`` shows for ``exc``."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        nxt = current.__cause__
+        if nxt is None and not current.__suppress_context__:
+            nxt = current.__context__
+        current = nxt
+    return seen
+
+
+def scrub_cause(exc: BaseException, url: str | None) -> BaseException | None:
+    """``exc`` as the cause to chain (``raise ... from scrub_cause(exc, url)``), or ``None``
+    when a message in its chain would show the password: a cause is for debugging, not a leak."""
+    if _ambiguous(url):
+        return None
+    for link in _chain(exc):
+        shown = "".join(traceback.format_exception_only(type(link), link))
+        if scrub(shown, url) != shown:
+            return None
+    return exc
 
 
 def parse_options(query: str, redacted: str) -> dict[str, int]:
-    """``?keep_checkpoints=N``: the only store option."""
+    """``?keep_checkpoints=N``: the only store option. A query holding ``@`` is a password
+    with an unencoded ``?``: say so, and never echo a key the redaction hid."""
+    if "@" in query:
+        raise ConfigError(f"store URL {redacted!r}: its password seems to hold an unencoded "
+                          "'?'; percent-encode it (urllib.parse.quote(password, safe=''))")
     options: dict[str, int] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key != "keep_checkpoints":
-            raise ConfigError(f"unknown store option {key!r} in {redacted!r}")
+            shown = repr(key) if key and key in redacted else "(not shown)"
+            raise ConfigError(f"unknown store option {shown} in {redacted!r}")
         if not value.isdigit() or int(value) < 1:
             raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
         options[key] = int(value)
