@@ -1,140 +1,46 @@
-"""save+load per second and statements per save+load, as ratios measured in one run.
+"""save+load per second, statements per save+load and RSS growth, as ratios in one run.
 
-Variants, each on a fresh database, same deterministic summarizer and counter, rare folds:
-- memshift classic / memshift middleware (``SummaryMemory``);
-- stock classic: ``ConversationSummaryBufferMemory`` over ``SQLChatMessageHistory``;
-- stock middleware: ``SummarizationMiddleware`` in a one-node graph on ``SqliteSaver`` /
-  ``PostgresSaver`` (``invoke`` per save, ``get_state`` per load);
-- raw driver: one insert of the turn + one select of the newest 20 rows.
-Both SQLite sides use ``synchronous=NORMAL`` and WAL. Statements are counted on the client
-(sqlite3 trace callback; psycopg ``execute``/``executemany`` + commits) at steady state.
+Contenders (``_variants.py``): memshift classic and middleware (``SummaryMemory``), the stock
+classic class (over ``SQLChatMessageHistory``, or its own in-memory history), the stock
+middleware in a one-node graph on InMemorySaver / SqliteSaver / PostgresSaver, and a raw
+driver floor (one insert + one select). Same deterministic summarizer and counter for all.
 
-    python benchmarks/bench_throughput.py [--turns 30] [--threads 1 8 32]
-    MEMSHIFT_BENCH_PG_DSN=postgresql://... adds PostgreSQL
+Each rate is the median of ``--reps`` repetitions, interleaved (rep 1 of every contender,
+then rep 2, ...) so that machine noise hits all of them alike. Stores: memory, SQLite (WAL,
+``synchronous=NORMAL`` on both sides), PostgreSQL when ``MEMSHIFT_BENCH_PG_DSN`` is set.
+Concurrency: 1, 8 and 32 threads, and 4 processes x 8 threads (SQL stores).
+
+    python benchmarks/bench_throughput.py [--turns 20] [--reps 3] [--rss-threads 10000]
+    MEMSHIFT_BENCH_PG_DSN=postgresql://... python benchmarks/bench_throughput.py
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
-import sqlite3
+import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-warnings.filterwarnings("ignore")
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_storage import drop_pg_db, new_pg_db, stock_graph  # noqa: E402
+from _variants import CONTENDERS, PAIRS, WORKLOADS, Workload, statements_per_op  # noqa: E402
+from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 
-from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
-from compat import SummaryMemory  # noqa: E402
-from compat.testing.conversations import filler_turn  # noqa: E402
-
-POLICY = MemoryPolicy(max_tokens=100_000)  # rare folds: the save/load path itself
-Op = Callable[[str, int], None]  # (thread, turn index) -> one save + one load
+PROCS = 4  # processes in the multi-process column, 8 threads each
 
 
-def memshift(backend: str, url: str) -> tuple[Op, Callable[[], None]]:
-    memory = SummaryMemory(backend=backend, store=url, policy=POLICY,
-                           summarizer=DeterministicSummarizer())
-
-    def op(thread: str, i: int) -> None:
-        memory.save(thread, *filler_turn(thread, i, 12))
-        memory.load(thread)
-    return op, memory.close
-
-
-def stock_classic(url: str) -> tuple[Op, Callable[[], None]]:
-    from langchain_classic.memory import ConversationSummaryBufferMemory
-    from langchain_community.chat_message_histories import SQLChatMessageHistory
-    from sqlalchemy import create_engine
-
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    llm = SummarizerChatModel(summarizer=DeterministicSummarizer(), token_counter=count_tokens_cjk)
-
-    def op(thread: str, i: int) -> None:
-        memory = ConversationSummaryBufferMemory(
-            llm=llm, max_token_limit=POLICY.max_tokens, chat_memory=SQLChatMessageHistory(
-                session_id=thread, connection=engine))
-        human, ai = filler_turn(thread, i, 12)
-        memory.save_context({"input": human}, {"output": ai})
-        memory.load_memory_variables({})
-    return op, engine.dispose
-
-
-def stock_middleware(url: str) -> tuple[Op, Callable[[], None]]:
-    if url.startswith("sqlite"):
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"), check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        saver: Any = SqliteSaver(conn)
-        close = conn.close
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import ConnectionPool
-
-        pool = ConnectionPool(url, max_size=8, kwargs={"autocommit": True, "prepare_threshold": 0,
-                                                       "row_factory": dict_row})
-        saver = PostgresSaver(pool)  # type: ignore[arg-type]
-        close = pool.close
-    saver.setup()
-    graph = stock_graph(saver)
-
-    def op(thread: str, i: int) -> None:
-        config = {"configurable": {"thread_id": thread}}
-        human, ai = filler_turn(thread, i, 12)
-        graph.invoke({"messages": [("user", human), ("ai", ai)]}, config)
-        graph.get_state(config)
-    return op, close
-
-
-def raw(url: str) -> tuple[Op, Callable[[], None]]:
-    if url.startswith("sqlite"):
-        local = threading.local()
-        path = url.removeprefix("sqlite:///")
-
-        def conn() -> Any:
-            if not hasattr(local, "conn"):
-                local.conn = sqlite3.connect(path, isolation_level=None)
-                local.conn.execute("PRAGMA journal_mode=WAL")
-                local.conn.execute("PRAGMA synchronous=NORMAL")
-                local.conn.execute("CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, "
-                                   "thread TEXT, message TEXT)")
-            return local.conn
-
-        def op(thread: str, i: int) -> None:
-            c = conn()
-            human, ai = filler_turn(thread, i, 12)
-            c.execute("INSERT INTO raw (thread, message) VALUES (?, ?), (?, ?)", (thread, human, thread, ai))
-            c.execute("SELECT message FROM raw WHERE thread = ? ORDER BY id DESC LIMIT 20", (thread,)).fetchall()
-        return op, lambda: None
-    from psycopg_pool import ConnectionPool
-
-    pool = ConnectionPool(url, max_size=8, kwargs={"autocommit": True})
-    with pool.connection() as c:
-        c.execute("CREATE TABLE IF NOT EXISTS raw (id bigserial PRIMARY KEY, thread text, message text)")
-        c.execute("CREATE INDEX IF NOT EXISTS raw_thread ON raw (thread, id)")
-
-    def pg_op(thread: str, i: int) -> None:
-        human, ai = filler_turn(thread, i, 12)
-        with pool.connection() as c:
-            c.execute("INSERT INTO raw (thread, message) VALUES (%s, %s), (%s, %s)", (thread, human, thread, ai))
-            c.execute("SELECT message FROM raw WHERE thread = %s ORDER BY id DESC LIMIT 20", (thread,)).fetchall()
-    return pg_op, pool.close
-
-
-def rate(op: Op, threads: int, turns: int) -> float:
+def rate(op: Callable[[str, int], None], threads: int, turns: int) -> float:
     """save+load per second with ``threads`` workers, each on its own conversation."""
     tag = uuid.uuid4().hex[:6]
 
@@ -150,111 +56,158 @@ def rate(op: Op, threads: int, turns: int) -> float:
     return threads * turns / (time.perf_counter() - start)
 
 
-class Statements:
-    """Counts statements the drivers send (sqlite3 trace; psycopg execute + commit)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self._patched: list[tuple[Any, str, Any]] = []
-
-    def __enter__(self) -> Statements:
-        import psycopg
-
-        real_connect = sqlite3.connect
-
-        def connect(*args: Any, **kwargs: Any) -> Any:
-            conn = real_connect(*args, **kwargs)
-            conn.set_trace_callback(self._one)
-            return conn
-        self._patch(sqlite3, "connect", connect)
-        self._patch(sqlite3.dbapi2, "connect", connect)
-        for cls, name in ((psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"),
-                          (psycopg.Connection, "commit")):
-            real = getattr(cls, name)
-            self._patch(cls, name, self._counting(real))
-        return self
-
-    def _one(self, _statement: str) -> None:
-        self.n += 1
-
-    def _counting(self, real: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.n += 1
-            return real(*args, **kwargs)
-        return wrapper
-
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
-
-    def __exit__(self, *exc: object) -> None:
-        for owner, name, value in reversed(self._patched):
-            setattr(owner, name, value)
+def _proc(name: str, url: str, work: str, turns: int, go: Any, out: Any) -> None:
+    op, close = CONTENDERS[name](url, WORKLOADS[work])
+    op(f"warm-{os.getpid()}", 0)
+    go.wait()
+    start = time.time()
+    rate(op, 8, turns)
+    out.put((start, time.time()))
+    close()
 
 
-def statements_per_op(make: Callable[[str], tuple[Op, Callable[[], None]]], url: str) -> float:
-    """Steady state: warm up one thread, then count 10 save+loads (connections opened
-    inside the counter, so sqlite3's trace sees them)."""
-    with Statements() as counter:
-        op, close = make(url)
-        for i in range(5):
-            op("warm", i)
-        counter.n = 0
-        for i in range(5, 15):
-            op("warm", i)
-        close()
-        return counter.n / 10
+def proc_rate(name: str, url: str, work: str, turns: int) -> float:
+    """``PROCS`` processes x 8 threads on one store: all ops / (last end - first start)."""
+    ctx = mp.get_context("spawn")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_proc, args=(name, url, work, turns, go, out))
+             for _ in range(PROCS)]
+    for p in procs:
+        p.start()
+    time.sleep(3.0)  # imports and connections, outside the measurement
+    go.set()
+    spans = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    return PROCS * 8 * turns / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
-VARIANTS: dict[str, Callable[[str], tuple[Op, Callable[[], None]]]] = {
-    "memshift classic": lambda url: memshift("classic", url),
-    "memshift middleware": lambda url: memshift("middleware", url),
-    "stock classic (SQLChatMessageHistory)": stock_classic,
-    "stock middleware + saver": stock_middleware,
-    "raw driver (insert + select)": raw,
-}
-
-
-def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], threads: list[int],
-          turns: int) -> None:
-    print(f"\n{kind}: save+load per second ({turns} turns per worker), statements per save+load")
-    print(f"{'variant':<40}{'stmts':>7}" + "".join(f"{n:>9}" for n in threads))
-    results: dict[str, list[float]] = {}
-    for name, make in VARIANTS.items():
-        url, drop = fresh()
-        try:
-            stmts = statements_per_op(make, url)
-            op, close = make(url)
-            results[name] = [rate(op, n, turns) for n in threads]
-            close()
-        finally:
+def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: Workload,
+          columns: list[str], turns: int, reps: int) -> dict[str, list[float]]:
+    """One table: statements and median rates per contender, then the ratios."""
+    names = [n for n in CONTENDERS if not (kind == "memory" and n == "raw driver")]
+    urls = {n: fresh() for n in names}
+    try:
+        stmts = {n: statements_per_op(CONTENDERS[n], urls[n][0], work) for n in names}
+        made = {n: CONTENDERS[n](urls[n][0], work) for n in names}
+        samples: dict[str, dict[str, list[float]]] = {n: {c: [] for c in columns} for n in names}
+        for _ in range(reps):
+            for column in columns:
+                for n in names:
+                    if column.startswith("4x"):
+                        made[n][1]()
+                        samples[n][column].append(proc_rate(n, urls[n][0], work.key, turns))
+                        made[n] = CONTENDERS[n](urls[n][0], work)
+                    else:
+                        samples[n][column].append(rate(made[n][0], int(column), turns))
+        for n in names:
+            made[n][1]()
+    finally:
+        for _, drop in urls.values():
             drop()
-        print(f"{name:<40}{stmts:>7.1f}" + "".join(f"{r:>9.1f}" for r in results[name]))
-    for ours, theirs in (("memshift classic", "stock classic (SQLChatMessageHistory)"),
-                         ("memshift middleware", "stock middleware + saver"),
-                         ("memshift classic", "raw driver (insert + select)")):
-        ratios = [a / b for a, b in zip(results[ours], results[theirs], strict=True)]
-        print(f"ratio {ours} / {theirs.split(' (')[0]:<28}" + "".join(f"{r:>9.2f}" for r in ratios))
+    medians = {n: [statistics.median(samples[n][c]) for c in columns] for n in names}
+    print(f"\n{kind}, {work.name}: save+load per second (median of {reps}, {turns} turns per "
+          "worker); statements per save+load")
+    print(f"{'contender':<24}{'stmts':>7}" + "".join(f"{c:>10}" for c in columns))
+    for n in names:
+        print(f"{n:<24}{stmts[n]:>7.1f}" + "".join(f"{r:>10.1f}" for r in medians[n]))
+    for ours, theirs in PAIRS:
+        if ours in medians and theirs in medians:
+            ratios = [a / b for a, b in zip(medians[ours], medians[theirs], strict=True)]
+            print(f"{'ratio ' + ours + ' / ' + theirs:<48}"[:48] + " "
+                  + "".join(f"{r:>10.2f}" for r in ratios))
+    return medians
+
+
+def facade_overhead(turns: int, reps: int) -> None:
+    """In memory, no folds: microseconds per save+load, memshift vs the bare stock class."""
+    work = WORKLOADS["rare"]
+    made = {n: CONTENDERS[n]("memory", work) for n in
+            ("memshift classic", "stock classic", "memshift middleware", "stock middleware")}
+    us: dict[str, list[float]] = {n: [] for n in made}
+    for _ in range(reps):
+        for n, (op, _close) in made.items():
+            us[n].append(1e6 / rate(op, 1, turns))
+    med = {n: statistics.median(v) for n, v in us.items()}
+    print(f"\nfacade overhead in memory (us per save+load, median of {reps}, no folds)")
+    for ours, theirs in (("memshift classic", "stock classic"),
+                         ("memshift middleware", "stock middleware")):
+        print(f"{ours:<22}{med[ours]:>9.0f}  vs {theirs:<18}{med[theirs]:>9.0f}   "
+              f"ratio {med[ours] / med[theirs]:.2f}")
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+
+
+def rss_child(backend: str, url: str, threads: int) -> None:
+    """Touch ``threads`` threads (one save + one load each) in this process; print MB."""
+    op, close = CONTENDERS[f"memshift {backend}"](url, WORKLOADS["folding"])
+    for i in range(200):
+        op(f"warm-{i}", 0)
+    before = _rss_kb()
+    for i in range(threads):
+        op(f"rss-{i}", 0)
+    print(f"{(_rss_kb() - before) / 1024:.1f}")
+    close()
+
+
+def rss(stores: dict[str, Callable[[], tuple[str, Callable[[], None]]]], threads: int) -> None:
+    print(f"\nRSS growth over {threads:,} threads touched in one process (MB, after 200 warm-up)")
+    for kind, fresh in stores.items():
+        for backend in ("classic", "middleware"):
+            url, drop = fresh()
+            try:
+                mb = subprocess.run([sys.executable, __file__, "--rss-child", backend, url,
+                                     str(threads)], check=True, capture_output=True,
+                                    text=True).stdout.strip().splitlines()[-1]
+            finally:
+                drop()
+            print(f"{kind:<12}{backend:<12}{mb:>8} MB")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=30)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 8, 32])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", nargs="+", default=["1", "8", "32"])
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--stores", nargs="+", default=["memory", "sqlite", "postgresql"])
+    parser.add_argument("--no-procs", action="store_true", help="skip the 4-process column")
+    parser.add_argument("--rss-threads", type=int, default=10_000, help="0 skips the RSS check")
+    parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_child:
+        backend, url, n = args.rss_child
+        rss_child(backend, url, int(n))
+        return
+    print(f"{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
     tmp = Path(tempfile.mkdtemp(prefix="memshift-bench-"))
-
-    def fresh_sqlite() -> tuple[str, Callable[[], None]]:
-        return f"sqlite:///{tmp}/{uuid.uuid4().hex[:8]}.db", lambda: None
-    bench("SQLite", fresh_sqlite, args.threads, args.turns)
+    stores: dict[str, Callable[[], tuple[str, Callable[[], None]]]] = {}
+    if "memory" in args.stores:
+        stores["memory"] = lambda: ("memory", lambda: None)
+    if "sqlite" in args.stores:
+        stores["SQLite"] = lambda: (f"sqlite:///{tmp}/{uuid.uuid4().hex[:8]}.db", lambda: None)
     dsn = os.environ.get("MEMSHIFT_BENCH_PG_DSN")
-    if dsn:
+    if "postgresql" in args.stores and dsn:
         def fresh_pg() -> tuple[str, Callable[[], None]]:
             url = new_pg_db(dsn)
             return url, lambda: drop_pg_db(dsn, url)
-        bench("PostgreSQL", fresh_pg, args.threads, args.turns)
-    else:
-        print("\n(no PostgreSQL: set MEMSHIFT_BENCH_PG_DSN)")
+        stores["PostgreSQL"] = fresh_pg
+    elif "postgresql" in args.stores:
+        print("(no PostgreSQL: set MEMSHIFT_BENCH_PG_DSN)")
+    if "memory" in stores:
+        facade_overhead(max(args.turns, 30), args.reps)
+    for key in args.workloads:
+        for kind, fresh in stores.items():
+            columns = list(args.threads)
+            if kind != "memory" and not args.no_procs:
+                columns.append("4x8")
+            bench(kind, fresh, WORKLOADS[key], columns, args.turns, args.reps)
+    if args.rss_threads:
+        rss({k: v for k, v in stores.items() if k != "memory"}, args.rss_threads)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ def _saver_kwargs() -> dict[str, Any]:
 class PostgresStore(SqlStore):
     """``postgresql://user:password@host:port/dbname`` (``postgres://`` accepted)."""
 
+    autocommit_reads = True
+
     def __init__(self, url: str, redacted: str, *, keep_checkpoints: int = 4,
                  pool_size: int = 8) -> None:
         try:

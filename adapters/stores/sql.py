@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from sqlalchemy import (
     BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
-    delete, func, select,
+    bindparam, delete, func, literal_column, select, union_all,
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -76,6 +76,14 @@ placement_table = Table(
     Column("pinned", Boolean, nullable=False, default=False),
 )
 
+_READ_CLASSIC = union_all(
+    select(literal_column("0").label("kind"), classic_table.c.summary.label("text"),
+           classic_table.c.folds.label("n")).where(classic_table.c.thread_id == bindparam("tid")),
+    select(literal_column("1"), window_table.c.message, window_table.c.id)
+    .where(window_table.c.session_id == bindparam("tid")),
+).order_by("kind", "n")
+
+
 def dump_message(message: BaseMessage) -> str:
     return json.dumps(message_to_dict(message), ensure_ascii=False)
 
@@ -106,14 +114,14 @@ class SqlClassic(ClassicState):
         self.store = store
 
     def read(self, tx: Tx) -> ClassicSnapshot:
+        """Summary and window in one statement (one round trip): the summary row first
+        (kind 0), then the window rows (kind 1) by id."""
         conn, tid = _conn(tx), tx.thread_id
-        row = conn.execute(select(classic_table.c.summary, classic_table.c.folds)
-                           .where(classic_table.c.thread_id == tid)).first()
-        rows = conn.execute(select(window_table.c.id, window_table.c.message)
-                            .where(window_table.c.session_id == tid)
-                            .order_by(window_table.c.id)).all()
-        return ClassicSnapshot(row[0] if row else "", row[1] if row else 0,
-                               [load_message(r[1]) for r in rows], [r[0] for r in rows])
+        rows = conn.execute(_READ_CLASSIC, {"tid": tid}).all()
+        summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
+        window = [r for r in rows if r[0] == 1]
+        return ClassicSnapshot(summary, folds, [load_message(r[1]) for r in window],
+                               [r[2] for r in window])
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
         if not messages:
@@ -146,6 +154,9 @@ class SqlStore(Store):
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
     translated: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+    # Read-only transactions without BEGIN/COMMIT: only where every read the backends make
+    # in one is a single statement (PostgreSQL: the union read, PostgresSaver.get_tuple).
+    autocommit_reads = False
 
     def __init__(self, url: str, engine: Engine) -> None:
         super().__init__()
@@ -190,6 +201,8 @@ class SqlStore(Store):
         try:
             with self.guard("begin"):
                 conn = self.engine.connect().execution_options(memshift_write=write)
+                if not write and self.autocommit_reads:  # one round trip, no BEGIN/COMMIT
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 conn.begin()
                 if write:
                     self._lock(conn, thread_id)
@@ -243,6 +256,8 @@ class SqlStore(Store):
             with self.guard("begin"):
                 aconn = await self._async_engine().connect()
                 aconn = await aconn.execution_options(memshift_write=write)
+                if not write and self.autocommit_reads:
+                    aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
                 await aconn.begin()
                 if write:
                     await aconn.run_sync(self._lock, thread_id)
