@@ -1,93 +1,152 @@
-"""A self-contained HTML replay report: per thread, a prompt-token chart and a turn table."""
+"""A self-contained HTML replay report: a summary first (verdict, counts, the policy), then
+a table of contents, then per thread a prompt-token chart and collapsible turns.
+
+Operators open it from CI artifacts, offline: everything is inline, every piece of
+conversation text is escaped (it is untrusted), and the size is bounded per thread.
+The layout pieces live in ``compat/_report_*.py``.
+"""
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 
+from compat._report_assets import CSS, SCRIPT
+from compat._report_text import policy_rows, policy_sentence, text
+from compat._report_tokens import TokenExplainer
+from compat._report_turns import MAX_INLINE_TURNS, status_label, thread_html, turn_anchor
 from compat.replay import ReplayReport, TurnResult
 
 __all__ = ["render_html", "write_html"]
 
-_COLORS = {"full": "#c0392b", "classic": "#2471a3", "middleware": "#27ae60", "shadow": "#8e44ad",
-           "trim": "#d68910", "filter": "#7f8c8d"}
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px} h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;width:100%;margin:8px 0 16px}
-td,th{border:1px solid #ddd;padding:4px 6px;vertical-align:top;text-align:left}
-th{background:#f4f6f7} .ok{color:#1e8449;font-weight:600} .diff{color:#c0392b;font-weight:700}
-.sum{white-space:pre-wrap;max-width:420px;font-size:12px;color:#444}
-.win{font-size:12px} .stat{display:inline-block;margin:0 18px 8px 0}
-.legend span{display:inline-block;margin-right:14px} svg{background:#fbfcfc;border:1px solid #eee}
-"""
+_LISTED_MISMATCHES = 50  # linked from the summary; the thread sections hold the rest
 
 
-def _chart(turns: list[TurnResult], keys: list[str], width: int = 720, height: int = 220) -> str:
-    pad = 40
-    top = max((t.prompt_tokens[k] for t in turns for k in keys), default=1) or 1
-    n = max(len(turns) - 1, 1)
+def _by_thread(report: ReplayReport) -> dict[str, list[TurnResult]]:
+    grouped: dict[str, list[TurnResult]] = {t: [] for t in report.threads}
+    for turn in report.turns:
+        grouped[turn.thread_id].append(turn)
+    return grouped
 
-    def point(i: int, value: int) -> str:
-        x = pad + (width - 2 * pad) * i / n
-        y = height - pad - (height - 2 * pad) * value / top
-        return f"{x:.1f},{y:.1f}"
 
-    lines = []
-    for key in keys:
-        pts = " ".join(point(i, t.prompt_tokens[key]) for i, t in enumerate(turns))
-        lines.append(f'<polyline fill="none" stroke="{_COLORS.get(key, "#555")}" stroke-width="2" '
-                     f'points="{pts}"><title>{escape(key)}</title></polyline>')
-    axes = (f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>'
-            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#999"/>'
-            f'<text x="{pad}" y="{pad - 8}" font-size="11">{top} tokens</text>'
-            f'<text x="{width - pad}" y="{height - 12}" font-size="11" text-anchor="end">turn {len(turns)}</text>')
-    return (f'<svg role="img" aria-label="prompt tokens per turn" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">{axes}{"".join(lines)}</svg>')
+def _verdict(report: ReplayReport) -> str:
+    if report.divergences:
+        words = f"<span class='diff'>DIVERGED on {len(report.divergences)} turn(s)</span>"
+    else:
+        words = "<span class='ok'>EQUIVALENT</span>"
+    if report.nondeterministic:
+        words += (f" <span class='note'>({len(report.nondeterministic)} turn(s) differ only "
+                  "because the model answered the same input differently)</span>")
+    return f"<p class='verdict' id='verdict'>{words}</p>"
+
+
+def _stats_table(report: ReplayReport, threads: dict[str, list[TurnResult]]) -> str:
+    full = report.total_prompt_tokens("full") or 1
+    rows: list[tuple[str, str]] = [
+        ("turns", f"{len(report.turns):,}"),
+        ("threads", f"{len(threads):,}"),
+        ("mismatching turns (backend divergence)", f"{len(report.divergences):,}"),
+        ("turns differing by model nondeterminism", f"{len(report.nondeterministic):,}"),
+    ]
+    for backend in report.backends:
+        folds = sum(turns[-1].folds[backend] for turns in threads.values() if turns)
+        rows.append((f"folds ({backend})", f"{folds:,}"))
+    rows += [("summarizer calls", f"{report.summarizer_calls:,}"),
+             ("folds shared between backends", f"{report.shared_folds:,}")]
+    for key in report.strategies:
+        total = report.total_prompt_tokens(key)
+        rows.append((f"prompt tokens, all turns ({key})", f"{total:,} ({100 * total / full:.0f}% of full)"))
+    body = "".join(f"<tr><th>{text(k)}</th><td class='num'>{text(v)}</td></tr>" for k, v in rows)
+    return f"<table class='stats'>{body}</table>"
+
+
+def _token_gaps(explainer: TokenExplainer) -> str:
+    rows = "".join(f"<li><b>{text(b)}</b>: {text(how)}</li>" for b, how in explainer.renderings())
+    return ("<h3 id='token-gaps'>Why prompt tokens can differ on a matching turn</h3>"
+            "<p class='note'>Every backend holds the same summary but sends it in its own message; "
+            "the turn notes below say how many tokens that rendering accounts for.</p>"
+            f"<ul class='note'>{rows}</ul>")
+
+
+def _facts_table(report: ReplayReport) -> str:
+    if not report.facts:
+        return ""
+    rows = "".join(f"<tr><td>{text(k)}</td><td class='num'>{report.facts[k][0]} / {report.facts[k][1]}"
+                   f"</td><td class='num'>{report.total_prompt_tokens(k):,}</td></tr>"
+                   for k in report.strategies if k in report.facts)
+    return ("<h3>What each strategy still shows the model at the end</h3><table class='facts'>"
+            "<tr><th>strategy</th><th>early facts visible</th><th>prompt tokens (all turns)</th></tr>"
+            f"{rows}</table>")
+
+
+def _policy_html(report: ReplayReport) -> str:
+    sentence = policy_sentence(report.policy)
+    rows = "".join(f"<tr><th>{text(name)}</th><td>{text(value)}</td><td class='note'>{text(meaning)}"
+                   "</td></tr>" for name, value, meaning in policy_rows(report.policy))
+    return ("<h3>Policy (the same for both backends)</h3>"
+            + (f"<p class='sum'>{text(sentence)}</p>" if sentence else "")
+            + f"<table class='policy'><tr><th>field</th><th>value</th><th>meaning</th></tr>{rows}</table>")
+
+
+def _mismatch_list(report: ReplayReport, threads: dict[str, list[TurnResult]]) -> str:
+    index = {name: i for i, name in enumerate(threads, start=1)}
+    bad = [t for t in report.turns if not t.match]
+    if not bad:
+        return "<p class='note' id='mismatch-list'>No turn mismatched.</p>"
+    items = []
+    for turn in bad[:_LISTED_MISMATCHES]:
+        words = f"{text(turn.thread_id)} turn {turn.turn} ({text(status_label(turn)[1])})"
+        inline = turn.turn <= MAX_INLINE_TURNS
+        items.append(f"<li><a href='#{turn_anchor(index[turn.thread_id], turn)}'>{words}</a></li>"
+                     if inline else f"<li>{words} (not inline)</li>")
+    more = (f"<p class='note'>… and {len(bad) - _LISTED_MISMATCHES} more in the thread sections.</p>"
+            if len(bad) > _LISTED_MISMATCHES else "")
+    return f"<h3>Mismatching turns</h3><ul id='mismatch-list'>{''.join(items)}</ul>{more}"
+
+
+def _toc(report: ReplayReport, threads: dict[str, list[TurnResult]]) -> str:
+    rows = []
+    for i, (name, turns) in enumerate(threads.items(), start=1):
+        bad = sum(not t.match for t in turns)
+        folds = " / ".join(str(turns[-1].folds[b]) for b in report.backends)
+        rows.append(f"<tr><td><a href='#thread-{i}'>{text(name)}</a></td><td class='num'>{len(turns)}</td>"
+                    f"<td class='num {'diff' if bad else 'ok'}'>{bad}</td><td class='num'>{folds}</td></tr>")
+    return ("<nav id='toc'><h2>Threads</h2><table><tr><th>thread</th><th>turns</th>"
+            f"<th>mismatches</th><th>folds ({text(' / '.join(report.backends))})</th></tr>"
+            f"{''.join(rows)}</table></nav>")
+
+
+def _toolbar() -> str:
+    return ("<div id='toolbar'><label><input type='checkbox' id='only-mismatches'> "
+            "mismatches only</label> <span class='note'>(or open this page with "
+            "<code>#mismatches</code> at the end of its address)</span>"
+            "<noscript><span class='note'> Without JavaScript the filter needs a browser with "
+            "CSS :has(); mismatching turns are open and red either way.</span></noscript></div>")
 
 
 def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
-    keys = report.strategies
-    legend = "".join(f'<span style="color:{_COLORS.get(k, "#555")}">&#9632; {escape(k)}</span>'
-                     for k in keys)
-    verdict = ("<span class='ok'>EQUIVALENT</span>" if not report.divergences
-               else f"<span class='diff'>DIVERGED on {len(report.divergences)} turn(s)</span>")
-    stats = [("turns", len(report.turns)), ("threads", len(report.threads)),
-             ("summarizer calls", report.summarizer_calls), ("folds shared", report.shared_folds)]
-    stats += [(f"prompt tokens ({k})", report.total_prompt_tokens(k)) for k in keys]
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{escape(title)}: {verdict}</h1>",
-             "".join(f"<div class='stat'><b>{escape(str(v))}</b> {escape(k)}</div>" for k, v in stats),
-             f"<p>policy: <code>{escape(repr(report.policy))}</code></p>"]
-    if report.facts:
-        fact_rows = "".join(
-            f"<tr><td>{escape(k)}</td><td>{report.facts[k][0]} / {report.facts[k][1]}</td>"
-            f"<td>{report.total_prompt_tokens(k)}</td></tr>" for k in keys)
-        parts.append("<h2>What each strategy still shows the model at the end</h2>"
-                     "<table class='facts'><tr><th>strategy</th><th>early facts visible</th>"
-                     f"<th>prompt tokens (all turns)</th></tr>{fact_rows}</table>")
-    for thread in report.threads:
-        turns = [t for t in report.turns if t.thread_id == thread]
-        parts.append(f"<h2 id='{escape(thread)}'>thread {escape(thread)}</h2>"
-                     f"<div class='legend'>{legend}</div>{_chart(turns, keys)}")
-        head = "".join(f"<th>{escape(k)} tokens</th>" for k in keys)
-        rows: list[str] = []
-        for t in turns:
-            folds = " / ".join(f"{t.folds[b]}" for b in report.backends)
-            window = "<br>".join(f"<b>{escape(kind)}</b>: {escape(text[:140])}" for kind, text in t.window)
-            status = ("<span class='ok'>match</span>" if t.match else
-                      "<span class='diff'>MISMATCH</span><br>" + "<br>".join(escape(d) for d in t.diffs))
-            rows.append(f"<tr><td>{t.turn}</td><td>{status}</td><td>{folds}</td>"
-                        f"<td class='sum'>{escape(t.summaries[report.backends[0]])}</td>"
-                        f"<td class='win'>{window}</td>"
-                        + "".join(f"<td>{t.prompt_tokens[k]}</td>" for k in keys) + "</tr>")
-        parts.append(f"<table><tr><th>turn</th><th>status</th><th>folds ({' / '.join(report.backends)})"
-                     f"</th><th>summary</th><th>window</th>{head}</tr>{''.join(rows)}</table>")
-    parts.append("</body></html>")
+    """The whole page as one string (no external resources)."""
+    threads = _by_thread(report)
+    explainer = TokenExplainer(report)
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{text(title)}</title><style>{CSS}</style></head><body>",
+        f"<section id='summary'><h1>{text(title)}</h1>{_verdict(report)}",
+        "<p class='note'>Prompt tokens are what each strategy sends with a turn's question: "
+        "the memory before that turn's save plus the question.</p>",
+        _stats_table(report, threads), _mismatch_list(report, threads), _token_gaps(explainer),
+        _facts_table(report),
+        _policy_html(report), "</section>",
+        _toc(report, threads), _toolbar(),
+    ]
+    for i, (name, turns) in enumerate(threads.items(), start=1):
+        parts.append(thread_html(report, i, name, turns, explainer))
+    parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "".join(parts)
 
 
 def write_html(report: ReplayReport, path: str | Path, title: str = "memshift replay") -> Path:
+    """Write :func:`render_html` to ``path`` (parent directories created)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report, title), encoding="utf-8")
