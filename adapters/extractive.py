@@ -2,8 +2,10 @@
 
 It keeps sentences that carry names, numbers, decisions, corrections, todos, risks and
 preferences, drops greetings and repetition, applies corrections (the later statement
-wins: ``not X`` / ``不是X`` removes what said X) and final decisions (they replace the
-options), and removes finished todos. Output is the structured rendering, so the same
+wins: ``not X`` / ``不是X`` removes what names X as a whole term, never by substring, and
+"Actually my budget is 700" replaces the fact with the same key, "budget"; a correction
+with no clear target, such as "Actually, not the.", changes nothing) and final decisions
+(they replace the options), and removes finished todos. Output is the structured rendering, so the same
 summarizer serves ``summary_format="text"`` and ``"structured"``.
 """
 
@@ -71,17 +73,107 @@ def _tokens(text: str) -> set[str]:
     return words | {cjk[i:i + 2] for i in range(len(cjk) - 1)}
 
 
-_ARTICLE = re.compile(r"^(a|an|the|our|my|your|its|their|just|only|one)\s+", re.I)
-_STOP = {"only", "just", "that", "this", "really", "sure", "yet", "now", "all", "too", "very",
-         "much", "enough", "needed", "necessary", "possible", "bad", "good", "true", "so"}
+# Words a ``not ...`` may run through before its target ("not the theatre", "not in Paris").
+_LEAD_IN = {"the", "my", "our", "your", "his", "her", "its", "their", "this", "that", "these",
+            "those", "just", "only", "even", "really", "so", "very", "in", "on", "at", "to", "for",
+            "from", "with", "by", "of", "about", "via", "using"}
+# ... and words after which nothing definite follows ("instead of a day later", "not any").
+_INDEFINITE = {"a", "an", "one", "some", "any", "every", "each", "no"}
+# Words that are never a target: a correction naming only these names nothing.
+_STOP = _LEAD_IN | _INDEFINITE | {
+    "yet", "now", "all", "too", "much", "enough", "needed", "necessary", "possible", "bad",
+    "good", "true", "false", "sure", "i", "me", "we", "us", "you", "he", "she", "it", "they",
+    "them", "him", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did",
+    "done", "have", "has", "had", "and", "or", "but", "if", "then", "than", "as", "there", "here",
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "yes", "not",
+    "ok", "okay", "right", "wrong", "quite", "exactly", "anymore", "again", "either", "neither",
+    "nor", "both", "more", "most", "less", "least", "same", "such", "other",
+    "another", "thing", "things", "ones", "it's", "that's", "i'm", "we're", "you're", "they're",
+    "correct", "mistake", "actually", "anything", "something", "everything", "nothing", "way",
+    "like", "also", "many", "few", "will", "would", "can", "could", "should", "may", "might",
+    "must", "shall", "going", "use", "uses", "used", "case", "anyway", "though", "still"}
+_CJK_FILLER = set("的了吧啊呢吗哦呀嘛这那个样些里么什它他她我你们就是也都还")
+_CJK_TAIL = "的了吧啊呢吗哦呀嘛"
+_COPULA = re.compile(r"\b(?:is|are|was|were|will be)\b|=|是|定在|改到|改成|改为|定为", re.I)
 
 
 def _term(raw: str) -> str:
     """The thing a ``not X`` negates, or ``""`` when it is too vague to forget anything by."""
-    term = _ARTICLE.sub("", raw.strip(".,;:!?。，；：")).strip()
+    term = raw.strip(" .,;:!?。，；：").rstrip(_CJK_TAIL)
     if _CJK.search(term):
-        return term if len(term) >= 2 else ""
-    return term if len(term) >= 3 and term.lower() not in _STOP else ""
+        return term if len(term) >= 2 and not set(term) <= _CJK_FILLER else ""
+    if not term or term.lower() in _STOP:
+        return ""
+    long_enough = len(term) >= 3 or (len(term) == 2 and any(c.isdigit() for c in term))
+    return term if long_enough else ""
+
+
+def _targets(sentence: str) -> list[tuple[int, int, str]]:
+    """Each ``not X`` / ``不是X``: the span to cut from the sentence and its term X (``""`` when
+    X is a stopword, punctuation or missing: such a correction names nothing to forget)."""
+    found: list[tuple[int, int, str]] = []
+    for match in _NEGATION.finditer(sentence):
+        tail = sentence[match.end():]
+        if _CJK.search(match.group(0)) or _CJK.match(tail.lstrip()):
+            cjk = _CJK_TARGET.match(tail)
+            end = match.end() + (cjk.end() if cjk else 0)
+            found.append((match.start(), end, _term(cjk.group(1)) if cjk else ""))
+            continue
+        stop = _CLAUSE_END.search(tail)
+        clause = tail[:stop.start()] if stop else tail
+        words = list(_LATIN_WORD.finditer(clause))
+        while words and words[0].group(0).rstrip(".").lower() in _LEAD_IN:
+            words.pop(0)
+        if not words or words[0].group(0).lower() in _INDEFINITE:
+            found.append((match.start(), match.end(), ""))
+            continue
+        first, last = words[0], words[0]
+        if len(words) > 1 and words[1].group(0)[0].isdigit() \
+                and clause[first.end():words[1].start()].isspace():
+            last = words[1]  # "MySQL 8"
+        term = clause[first.start():last.end()].rstrip(".")
+        found.append((match.start(), match.end() + last.end(), _term(term)))
+    return found
+
+
+def _says_nothing(sentence: str) -> bool:
+    """Only correction words, negations, stopwords and punctuation ("Actually, not the.",
+    "其实不是的"): nothing to forget and nothing to keep."""
+    rest = _NEGATION.sub(" ", _CORRECTION.sub(" ", sentence))
+    words = re.findall(r"[A-Za-z0-9][\w'.+#-]*", rest)
+    return all(w.rstrip(".").lower() in _STOP for w in words) \
+        and set(_CJK.findall(rest)) <= _CJK_FILLER | set("一下")
+
+
+def _mentions(value: str, term: str) -> bool:
+    """Whole-term match: "cat" is in "the cat sat", never in "category" or "cat-5" (a term is
+    a run of the characters a target is read from); CJK has no word gaps: substring."""
+    if _CJK.search(term):
+        return term.lower() in value.lower()
+    return re.search(r"(?<![A-Za-z0-9_.+#-])" + re.escape(term)
+                     + r"(?:e?s)?(?![A-Za-z0-9_+#-]|\.[A-Za-z0-9])", value, re.I) is not None
+
+
+def _key(text: str) -> str:
+    """What a statement is about, for keyed corrections: the content words before its verb
+    ("My budget is 500" -> "budget"), or ``""`` when that is vague ("it is", "I am")."""
+    verb = _COPULA.search(text)
+    if verb is None:
+        return ""
+    subject = _LEADING.sub("", text[:verb.start()]).strip()
+    if _CJK.search(subject):
+        subject = re.sub(r"[的\s]", "", subject)
+        return subject if 2 <= len(subject) <= 10 and not set(subject) <= _CJK_FILLER else ""
+    words = re.findall(r"[a-z0-9][\w.+#-]*", subject.lower())
+    content = sorted({w for w in words if w not in _STOP})
+    return " ".join(content) if content and len(words) <= 5 else ""
+
+
+def _item_key(item: Item) -> str:
+    if item.key:
+        return " ".join(sorted({w for w in re.findall(r"[a-z0-9][\w.+#-]*", item.key.lower())
+                                if w not in _STOP})) or _norm(item.key)
+    return _key(item.value)
 
 
 def _named(sentence: str) -> bool:
@@ -129,15 +221,25 @@ class ExtractiveSummarizer:
             if _short(rest) and not re.search(r"\d", rest):
                 return
             sentence = rest
-        negated = [t for t in (_term(m.group(1)) for m in _NEGATION.finditer(sentence)) if t]
+        targets = _targets(sentence)
+        negated = [term for _, _, term in targets if term]
+        if (targets or _CORRECTION.search(sentence)) and _says_nothing(sentence):
+            return
         if negated and (_CORRECTION.search(sentence) or "instead of" in sentence.lower()
                         or "而不是" in sentence or "不是" in sentence):
             self._forget(doc, negated)
-            sentence = _NEGATION.sub("", sentence).strip(" ,，。.")
-            sentence = _LEADING.sub("", sentence).strip()
+            for start, end, _ in reversed(targets):
+                sentence = sentence[:start] + sentence[end:]
+            sentence = _LEADING.sub("", sentence.strip(" ,，。.")).strip()
             if sentence:
+                self._supersede(doc, sentence)
                 self._add(doc, "facts", sentence)
             return
+        if _CORRECTION.search(sentence):
+            stated = _LEADING.sub("", sentence).strip()
+            if stated and self._supersede(doc, stated):
+                self._add(doc, "facts", stated)
+                return
         kind = next((name for name, rule in _RULES if rule.search(sentence)), None)
         if kind == "final":
             doc.decisions = [d for d in doc.decisions if d.key != "option"]
@@ -164,11 +266,23 @@ class ExtractiveSummarizer:
 
     @staticmethod
     def _forget(doc: StructuredSummary, terms: list[str]) -> None:
-        lowered = [t.lower() for t in terms if t.strip()]
+        """Drop items that name a corrected term as a whole term (never by substring)."""
         for name in FIELDS:
             kept = [i for i in getattr(doc, name)
-                    if not any(t in i.value.lower() for t in lowered)]
+                    if not any(_mentions(i.value, t) or _mentions(i.key, t) for t in terms)]
             setattr(doc, name, kept)
+
+    @staticmethod
+    def _supersede(doc: StructuredSummary, stated: str) -> bool:
+        """A correction about the same key ("my budget is ...") replaces the facts with that
+        key; a correction with no clear key replaces nothing. Did it replace any?"""
+        key = _key(stated)
+        if not key:
+            return False
+        kept = [i for i in doc.facts if _item_key(i) != key]
+        replaced = len(kept) < len(doc.facts)
+        doc.facts = kept
+        return replaced
 
     @staticmethod
     def _finish(doc: StructuredSummary, sentence: str) -> None:

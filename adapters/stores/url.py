@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit
+from urllib.parse import (
+    SplitResult, parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit,
+)
 
 from adapters.errors import ConfigError
 
 __all__ = [
     "lock_key", "parse_options", "redact_url", "scrub", "scrub_cause", "secret_forms",
-    "sqlalchemy_url", "stripe_of",
+    "split_url", "sqlalchemy_url", "stripe_of",
 ]
 
 _SECRET_KEYS = ("password", "passwd", "pwd", "pass", "secret", "token", "key", "sslpassword")
@@ -30,7 +32,7 @@ _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
 _KEYVALUE = re.compile(
     r"(?i)\b(" + "|".join(_CONNINFO_KEYS) + r")(\s*=\s*)"
     r"('(?:\\.|[^'\\])*'?|\"(?:\\.|[^\"\\])*\"?|\S+)")
-WITHHELD = ("(driver message withheld: the store URL's password holds an unencoded "
+_WITHHELD = ("(driver message withheld: the store URL's password holds an unencoded "
             "'@', ':', '/', '?' or '#'; percent-encode it, e.g. urllib.parse.quote(pw, safe=''))")
 
 
@@ -134,12 +136,16 @@ def _raw_secrets(url: str) -> list[str]:
 
 def secret_forms(url: str | None) -> list[str]:
     """Every spelling of the URL's secrets a driver might echo, longest first: raw,
-    percent-decoded (also ``+`` as space), percent-encoded (upper and lower hex), escaped."""
+    percent-decoded (also ``+`` as space, and again: the password may hold ``%xx`` text
+    itself), percent-encoded (upper and lower hex), backslash-escaped."""
     if not url:
         return []
     forms: set[str] = set()
     for raw in _raw_secrets(url):
-        plain = {raw, unquote(raw), unquote_plus(raw)}
+        plain, frontier = {raw}, {raw}
+        for _ in range(3):
+            frontier = {f(p) for p in frontier for f in (unquote, unquote_plus)} - plain
+            plain |= frontier
         encoded = {f(p, safe=s) for p in plain for f in (quote, quote_plus) for s in ("", "/")}
         encoded |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e) for e in encoded}
         every = plain | encoded
@@ -153,7 +159,7 @@ def scrub(text: str, url: str | None = None) -> str:
     unencoded delimiters the driver saw pieces of it as host, port or path: the message is
     withheld then, since no substring test can tell which of its words are the secret."""
     if _ambiguous(url):
-        return WITHHELD
+        return _WITHHELD
     for form in secret_forms(url):
         text = text.replace(form, _MASK)
     return _mask_pairs(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text))
@@ -182,6 +188,18 @@ def scrub_cause(exc: BaseException, url: str | None) -> BaseException | None:
         if scrub(shown, url) != shown:
             return None
     return exc
+
+
+def split_url(url: str) -> SplitResult:
+    """:func:`urlsplit`, but a URL it cannot parse (a password with ``[`` or ``]``, say) is a
+    ``ConfigError`` that shows the redacted URL, not a ``ValueError`` quoting a piece of it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ConfigError(f"cannot parse store URL {redact_url(url)!r}: percent-encode special "
+                          "characters in the password (urllib.parse.quote(password, safe=''))"
+                          ) from None
+    return parts
 
 
 def parse_options(query: str, redacted: str) -> dict[str, int]:
