@@ -18,7 +18,7 @@ from langchain_core.prompts import PromptTemplate
 from adapters.errors import ConfigError
 from adapters.redaction import resolve_redactor
 from adapters.structured import STRUCTURED_PROMPT
-from adapters.tokens import TokenCounter, resolve_token_counter
+from adapters.tokens import TokenCounter, is_additive, is_monotonic, resolve_token_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "FoldPlan", "MemoryPolicy"]
 
@@ -283,10 +283,14 @@ class MemoryPolicy:
     # -- the fold rule --------------------------------------------------------------
     def trigger_reason(self, window: Sequence[BaseMessage]) -> str:
         """Why the window must be folded, or ``""`` when it fits."""
-        if self.max_tokens is not None and (n := self.count(window)) > self.max_tokens:
-            return f"tokens={n}>{self.max_tokens}"
-        if self.max_messages is not None and len(window) > self.max_messages:
-            return f"messages={len(window)}>{self.max_messages}"
+        tokens = self.count(window) if self.max_tokens is not None else None
+        return self._reason(tokens, len(window))
+
+    def _reason(self, tokens: int | None, length: int) -> str:
+        if self.max_tokens is not None and tokens is not None and tokens > self.max_tokens:
+            return f"tokens={tokens}>{self.max_tokens}"
+        if self.max_messages is not None and length > self.max_messages:
+            return f"messages={length}>{self.max_messages}"
         return ""
 
     def fits_keep(self, window: Sequence[BaseMessage]) -> bool:
@@ -302,19 +306,57 @@ class MemoryPolicy:
         return self.cut == "message" or isinstance(message, HumanMessage)
 
     def plan_fold(self, window: Sequence[BaseMessage]) -> FoldPlan:
-        """The smallest cut whose remainder fits the keep limits; never into the newest turn."""
+        """The smallest cut whose remainder fits the keep limits; never into the newest turn.
+
+        The plan is the same for every counter; only the cost differs. An additive counter
+        (the built-ins) counts each message once: linear. A monotonic one is bisected over the
+        cut points. Any other callable gets the plain scan, one count per candidate tail."""
+        if self.max_tokens is not None and is_additive(self._counter):
+            return self._plan_additive(window)
         reason = self.trigger_reason(window)
         if not reason:
             return FoldPlan(0, "")
-        newest = _newest_turn_start(window)
+        cuts = [i for i in range(1, _newest_turn_start(window) + 1) if self.is_cut_point(window, i)]
+        if not cuts:
+            return FoldPlan(0, "")
+        if is_monotonic(self._counter):
+            return FoldPlan(_first_fit(cuts, lambda i: self.fits_keep(window[i:])), reason)
+        best = next((i for i in cuts if self.fits_keep(window[i:])), cuts[-1])
+        return FoldPlan(best, reason)
+
+    def _plan_additive(self, window: Sequence[BaseMessage]) -> FoldPlan:
+        """:meth:`plan_fold` from per-message counts: ``tail[i]`` is ``count(window[i:])``."""
+        counter = self._counter
+        base = counter([])
+        tail = [base] * (len(window) + 1)
+        for index in range(len(window) - 1, -1, -1):
+            tail[index] = tail[index + 1] + counter([window[index]]) - base
+        reason = self._reason(tail[0], len(window))
+        if not reason:
+            return FoldPlan(0, "")
+        keep_messages, keep_tokens = self.keep_messages, self.keep_tokens
         best = 0
-        for index in range(1, newest + 1):
+        for index in range(1, _newest_turn_start(window) + 1):
             if not self.is_cut_point(window, index):
                 continue
             best = index
-            if self.fits_keep(window[index:]):
+            if (keep_messages is None or len(window) - index <= keep_messages) \
+                    and (keep_tokens is None or tail[index] <= keep_tokens):
                 break
         return FoldPlan(best, reason if best else "")
+
+
+def _first_fit(cuts: list[int], fits: Callable[[int], bool]) -> int:
+    """The first cut that fits, by bisection (``fits`` is False then True along ``cuts``),
+    else the last cut, as the plain scan would give."""
+    low, high = 0, len(cuts)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(cuts[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return cuts[low] if low < len(cuts) else cuts[-1]
 
 
 _OVERFLOW = re.compile(
