@@ -7,6 +7,8 @@ tests (``tests/test_upstream.py``) prove the stock entry points still call the o
 
 from __future__ import annotations
 
+import functools
+
 import sqlite3
 from importlib import metadata
 from typing import Any
@@ -112,11 +114,19 @@ def saver_cursor(saver: Any) -> Any:
 def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
     """A ``SqliteSaver`` on ``conn`` that neither runs setup (executescript would COMMIT)
     nor commits after each call: memshift's transaction commits once."""
+    return mark_setup_done(_in_transaction_class()(conn))
+
+
+@functools.cache
+def _in_transaction_class() -> type:
+    """Defined once, on first use (the SQLite extra is optional)."""
     from contextlib import contextmanager
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    class _InTransaction(SqliteSaver):
+    from adapters.stores.tx_saver import ReadOnce
+
+    class _InTransaction(ReadOnce, SqliteSaver):
         @contextmanager
         def cursor(self, transaction: bool = True) -> Any:
             with self.lock:
@@ -125,8 +135,7 @@ def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
                     yield cur
                 finally:
                     cur.close()
-
-    return mark_setup_done(_InTransaction(conn))
+    return _InTransaction
 
 
 def async_sqlite_saver_in_transaction(conn: Any) -> Any:
@@ -134,7 +143,9 @@ def async_sqlite_saver_in_transaction(conn: Any) -> Any:
     ``conn.commit()`` after each write): memshift's transaction commits once."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    return mark_setup_done(AsyncSqliteSaver(_NoCommit(conn)))  # type: ignore[arg-type]
+    from adapters.stores.tx_saver import read_once
+
+    return mark_setup_done(read_once(AsyncSqliteSaver)(_NoCommit(conn)))
 
 
 class _NoCommit:

@@ -35,6 +35,7 @@ class Tx:
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
+        self.saver: Any = None  # the checkpoint saver joined to this transaction, made once
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import create_engine, text
@@ -26,7 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata, scrub_password
-from adapters.stores.url import lock_key, sqlalchemy_url
+from adapters.stores.tx_saver import read_once
+from adapters.stores.url import lock_key, split_url, sqlalchemy_url
 
 __all__ = ["PostgresStore"]
 
@@ -43,14 +43,18 @@ class _PostgresCheckpoints(Checkpoints):
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        return PostgresSaver(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
+        if tx.saver is None:  # one per transaction: reads, writes and retention share it
+            tx.saver = read_once(PostgresSaver)(_conn(tx).connection.driver_connection)
+        return tx.saver
 
     async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         assert isinstance(tx, SqlTx) and tx.aconn is not None
-        raw = await tx.aconn.get_raw_connection()
-        return AsyncPostgresSaver(raw.driver_connection)  # type: ignore[arg-type]
+        if tx.saver is None:
+            raw = await tx.aconn.get_raw_connection()
+            tx.saver = read_once(AsyncPostgresSaver)(raw.driver_connection)
+        return tx.saver
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver:
@@ -116,7 +120,7 @@ class PostgresStore(SqlStore):
         except ImportError as exc:
             raise ConfigError("postgresql stores need: pip install 'memshift[postgres]'") from exc
         self.translated = (SQLAlchemyError, psycopg.Error)
-        parts = urlsplit(url)
+        parts = split_url(url)
         if not parts.path.strip("/"):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
         self.conninfo = parts._replace(scheme="postgresql").geturl()

@@ -64,14 +64,18 @@ class _SqliteCheckpoints(Checkpoints):
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from adapters._upstream import sqlite_saver_in_transaction
 
-        return sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
+        if tx.saver is None:  # one per transaction: reads, writes and retention share it
+            tx.saver = sqlite_saver_in_transaction(_conn(tx).connection.driver_connection)  # type: ignore[arg-type]
+        return tx.saver
 
     async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
         from adapters._upstream import async_sqlite_saver_in_transaction
 
         assert isinstance(tx, SqlTx) and tx.aconn is not None
-        raw = await tx.aconn.get_raw_connection()
-        return async_sqlite_saver_in_transaction(raw.driver_connection)
+        if tx.saver is None:
+            raw = await tx.aconn.get_raw_connection()
+            tx.saver = async_sqlite_saver_in_transaction(raw.driver_connection)
+        return tx.saver
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver:
