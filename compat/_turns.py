@@ -57,6 +57,9 @@ def _check_content(message: BaseMessage) -> None:
     """Any content LangChain itself accepts is stored unchanged: text, or a list of text and
     other blocks (image, audio, file, tool use). Only other shapes are refused."""
     content = message.content
+    if type(content) is str and content.isascii() and "\x00" not in content \
+            and not getattr(message, "tool_calls", None):
+        return  # the common case, decided without walking anything
     texts = list(_texts([content, getattr(message, "tool_calls", None)]))
     if not all(_encodable(t) for t in texts):
         raise ContentError(f"{message.type} message text is not valid Unicode (a lone surrogate); "
