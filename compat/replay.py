@@ -32,6 +32,7 @@ class TurnResult:
     # --no-share only: the summaries differ although every backend sent the summarizer the
     # same input (or the thread already diverged that way): model nondeterminism, not memory
     nondeterminism: bool = False
+    window_messages: tuple = ()  # the first backend's window as messages (tool calls, ids)
 
     @property
     def match(self) -> bool:
@@ -123,6 +124,7 @@ def replay(
             window=[(m.type, str(m.content)) for m in base.messages],
             prompt_tokens=prompt,
             nondeterminism=bool(diffs) and turn.thread_id in drifted,
+            window_messages=tuple(base.messages),
         )
         report.turns.append(result)
         if on_turn is not None:
