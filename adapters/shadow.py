@@ -239,8 +239,14 @@ class ShadowEngine:
         """The primary's restore steps; the candidate follows inline when they commit."""
         if not (yield from self.primary._restore(record, expect_last_id, fold_record, also)):
             return False
+        # Through the queue, after the candidate's pending saves: run inline, a save still
+        # queued would land on top of the rebuilt state.
+        future = self._submit(record.thread_id, "restore",
+                              lambda: self.candidate_backend.restore(record))
+        if future is None:
+            return True
         try:
-            self.candidate_backend.restore(record)
+            yield IO(_wait, _await, future, self.timeout)
         except Exception as exc:  # recorded, never raised
             self._record(record.thread_id, "candidate_error",
                          [f"restore: {type(exc).__name__}: {exc}"])

@@ -191,3 +191,24 @@ def test_published_mismatches_carry_both_timings() -> None:
     views = [m for m in memory.mismatches if m.kind == "view"]
     assert views and all({"primary_ms", "candidate_ms"} <= set(m.timings) for m in views)
     memory.close()
+
+
+def test_resummarize_waits_for_queued_candidate_saves() -> None:
+    """The candidate's rebuild goes through its queue: a save still queued when the primary
+    is rebuilt must not land on top of the candidate's rebuilt state (a false mismatch)."""
+    memory = SummaryMemory(backend="shadow", policy=POLICY, shadow_timeout=10)
+    engine = memory.backend_impl
+    real_save, gate = engine.candidate_backend.save, threading.Event()
+
+    def slow_save(*args, **kwargs):
+        gate.wait(10)
+        return real_save(*args, **kwargs)
+    engine.candidate_backend.save = slow_save
+    for i in range(6):
+        memory.save("t", *filler_turn("t", i, 8))
+    threading.Timer(0.3, gate.set).start()  # the candidate catches up during the rebuild
+    memory.resummarize("t")
+    memory.load("t")
+    engine.drain(10)
+    memory.load("t")
+    assert memory.mismatches == []
