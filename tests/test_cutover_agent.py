@@ -133,7 +133,7 @@ def test_agent_folds_but_keeps_the_pending_question() -> None:
 
 @pytest.mark.parametrize("cut", ["turn", "message"])
 def test_agent_tool_call_turn_then_classic_saves(cut: str) -> None:
-    pol = MemoryPolicy(max_tokens=120, keep_tokens=60, cut=cut)
+    pol = MemoryPolicy(max_tokens=100, keep_tokens=50, cut=cut)  # 3 turns of ~37 tokens fold
     memory = SummaryMemory(backend="middleware", policy=pol)
     tid = "tools"
     saved = saved_history(memory, tid, 3)

@@ -22,7 +22,7 @@ from compat.testing.conversations import filler_turn
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ["classic", "middleware"]
 STORES = ["memory", "sqlite", "postgres"]
-POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
+POLICY = MemoryPolicy(max_tokens=120, keep_tokens=80)  # 8-word turns (~37 tokens): a fold on the 4th
 
 
 def _child(*args: str) -> subprocess.Popen:
@@ -179,7 +179,7 @@ def test_a_retried_turn_is_stored_once(backend: str, kind: str, fresh_store) -> 
 
 def test_a_hung_summarizer_times_out_and_the_fold_is_retried_later() -> None:
     gate = _Gate()
-    policy = MemoryPolicy(max_tokens=150, keep_tokens=80, summary_timeout=0.2, summary_retries=0)
+    policy = MemoryPolicy(max_tokens=120, keep_tokens=80, summary_timeout=0.2, summary_retries=0)
     with SummaryMemory(backend="middleware", policy=policy, summarizer=gate) as memory:
         for i in range(4):
             memory.save("A", *filler_turn("A", i, 8))  # each fold attempt times out
