@@ -85,7 +85,7 @@ class MemoryPolicy:
     summary_timeout: float = 120.0  # seconds per summarizer attempt; a hung call fails the fold
     max_summary_input_tokens: int | None = None  # fold in chunks above this (summary + messages)
     max_message_tokens: int | None = 100_000  # a longer message is refused before anything is written
-    retry_backoff: float = 0.0  # seconds before a failed fold is tried again; doubles, capped
+    retry_backoff: float = 1.0  # seconds before a failed fold is tried again; doubles, capped
     is_overflow: Callable[[BaseException], bool] | None = field(default=None, compare=False)
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False

@@ -127,6 +127,26 @@ def test_failed_folds_back_off_across_saves_with_a_fake_clock() -> None:
                for i in range(10))  # nothing lost while backing off
 
 
+def test_failed_folds_back_off_by_default() -> None:
+    """The default policy backs off too: a provider that is down costs one fold attempt
+    (its in-call retries) per backoff period, not one per save."""
+    from compat.testing.conversations import filler_turn
+
+    calls = []
+
+    def down(summary: str, messages: object) -> str:
+        calls.append(1)
+        raise ConnectionError("provider down")
+
+    policy = MemoryPolicy(max_tokens=80, keep_tokens=40)
+    assert policy.retry_backoff > 0
+    memory = SummaryMemory(summarizer=down, policy=policy)
+    memory.backend_impl.clock = lambda: 1000.0  # frozen: the backoff never ends
+    for i in range(10):
+        memory.save("t", *filler_turn("t", i, 8))
+    assert len(calls) == policy.summary_retries + 1
+
+
 def test_summaries_and_messages_are_bounded_by_default() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -150,3 +170,32 @@ def test_nul_bytes_are_refused_the_same_way_on_every_store(kind: str, fresh_stor
         with pytest.raises(ContentError, match="NUL"):
             memory.save("t", "a\x00b", "ok")
         assert memory.transcript("t") == []
+
+
+NUMERIC_FIELDS = {  # field -> values it must refuse (bools, text, out of range)
+    "max_tokens": [True, "10", 0, -5, 1.5],
+    "keep_tokens": [True, 0, -1],
+    "max_messages": [False, 0, -2],
+    "keep_messages": [True, 0],
+    "max_summary_tokens": [True, 0, -1, "64"],
+    "max_summary_input_tokens": [True, 0, -1],
+    "max_message_tokens": [True, 0, -1],
+    "summary_retries": [True, -1, 11, 10**6, 1.0],
+    "summary_timeout": [True, 0, -1, 86_401, "5"],
+    "retry_backoff": [True, -0.1, 3_601, "1"],
+}
+
+
+@pytest.mark.parametrize("field,value", [(f, v) for f, vs in NUMERIC_FIELDS.items() for v in vs])
+def test_every_numeric_policy_field_is_validated(field: str, value: object) -> None:
+    base: dict = {"max_tokens": 200, "max_messages": 20}
+    with pytest.raises(ConfigError, match=field):
+        MemoryPolicy(**{**base, field: value})
+
+
+def test_every_numeric_policy_field_is_covered() -> None:
+    import dataclasses
+
+    numeric = {f.name for f in dataclasses.fields(MemoryPolicy) if f.init and not f.name.startswith("_")
+               and str(f.type).replace(" ", "") in {"int", "float", "int|None", "float|None"}}
+    assert numeric == set(NUMERIC_FIELDS), "a numeric policy field has no bounds test"
