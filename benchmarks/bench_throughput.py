@@ -172,7 +172,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", nargs="+", default=["1", "8", "32"])
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS),
+                        help="none: only the RSS check")
     parser.add_argument("--stores", nargs="+", default=["memory", "sqlite", "postgresql"])
     parser.add_argument("--no-procs", action="store_true", help="skip the 4-process column")
     parser.add_argument("--rss-threads", type=int, default=10_000, help="0 skips the RSS check")
