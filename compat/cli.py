@@ -1,129 +1,56 @@
-"""``memshift`` / ``python -m compat``: replay (the equivalence check) and migrate."""
+"""``memshift`` / ``python -m compat``: the command line (click + rich).
+
+Commands live in ``compat/_cli_*.py`` and ``compat/cli_*.py``; this module holds the root
+group, ``--version`` and the one place errors become exit codes and one-line messages.
+"""
 
 from __future__ import annotations
 
-import argparse
+import io
+import json
 import logging
-import warnings
-from pathlib import Path
+import os
 import sys
+import textwrap
+import traceback
+import warnings
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
+import click
 from langchain_core._api import LangChainDeprecationWarning
 
 from adapters import MemoryPolicy
 from adapters.errors import MemshiftError
-from compat.cli_governance import add_governance_parsers
-from compat.cli_rollout import add_rollout_parser
-from compat.cli_migrate import add_migrate_parser, cmd_migrate
-from compat.conversations import iter_turns, read_messages
-from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult, replay
+from compat._cli_common import remember_secret, scrub, version_text
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "main", "root"]
 
+EXIT_CODES = {
+    0: "success (replay: EQUIVALENT; migrate/resummarize: no thread failed)",
+    1: "some threads failed or did not verify, the backends diverged, or eval scored below "
+       "--min-score",
+    2: "usage or configuration error: bad option, bad or unreachable store URL, missing "
+       "source file, missing extra, refused policy override",
+    3: "internal error (a bug: rerun with MEMSHIFT_DEBUG=1 and report the traceback)",
+    130: "interrupted (Ctrl-C)",
+}
 
-class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, every 10% otherwise.
-    With an unknown total (streamed threads) it counts instead."""
+_EPILOG = "\b\nExit codes:\n" + "\n".join(
+    textwrap.fill(text, 88, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7)
+    for code, text in EXIT_CODES.items()) + """
 
-    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True,
-                 unit: str = "turns") -> None:
-        stream = stream or sys.stderr
-        self.total, self.stream, self.enabled, self.unit = total, stream, enabled, unit
-        self.tty = stream.isatty()
-        self.last = -1
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        if self.total <= 0:
-            if self.tty or done % 100 == 0:
-                self.stream.write(f"{done} {self.unit}{chr(13) if self.tty else chr(10)}")
-                self.stream.flush()
-            return
-        pct = done * 100 // self.total
-        if not self.tty and pct // 10 == self.last // 10 and done != self.total:
-            return
-        self.last = pct
-        bar = "#" * (pct // 5) + "-" * (20 - pct // 5)
-        end = "\r" if self.tty and done != self.total else "\n"
-        self.stream.write(f"[{bar}] {done}/{self.total} {self.unit}{end}")
-        self.stream.flush()
-
-    def finish(self, done: int) -> None:
-        if self.enabled and self.total <= 0:
-            self.stream.write(f"{done} {self.unit} done\n")
+\b
+Store URLs: sqlite:///relative/file.db, sqlite:////absolute/file.db,
+postgresql://user@host/db. Keep passwords out of the command line (ps shows it): use
+--from-store-env NAME / --from-store-file PATH (and the --to- and --store twins), or
+the environment variables MEMSHIFT_FROM_STORE, MEMSHIFT_TO_STORE, MEMSHIFT_STORE."""
 
 
-def add_policy_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-tokens", type=int)
-    parser.add_argument("--keep-tokens", type=int)
-    parser.add_argument("--max-messages", type=int)
-    parser.add_argument("--keep-messages", type=int)
-    parser.add_argument("--cut", choices=["turn", "message"])
-    parser.add_argument("--token-counter", help="approximate (default), cl100k_base or o200k_base")
-    parser.add_argument("--max-summary-tokens", type=int,
-                        help="cap on summary length: asked of the model, enforced on the reply")
-    parser.add_argument("--model", help="summarizer model, e.g. openai:gpt-4.1-mini (default: offline)")
-    parser.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
-
-
-def _policy(args: argparse.Namespace, default: MemoryPolicy = DEFAULT_REPLAY_POLICY) -> MemoryPolicy:
-    if not any((args.max_tokens, args.keep_tokens, args.max_messages, args.keep_messages,
-                args.cut, args.token_counter, args.max_summary_tokens)):
-        return default
-    max_tokens = args.max_tokens or (None if args.max_messages else default.max_tokens)
-    return MemoryPolicy(
-        max_tokens=max_tokens, keep_tokens=args.keep_tokens, max_messages=args.max_messages,
-        keep_messages=args.keep_messages, cut=args.cut or "turn", token_counter=args.token_counter,
-        max_summary_tokens=args.max_summary_tokens,
-    )
-
-
-def _row(r: TurnResult, backends: Sequence[str]) -> str:
-    cells = [f"{r.index + 1:>4}", f"{r.thread_id[:18]:<18}", f"{r.turn:>4}"]
-    cells += [f"{r.windows[b]:>3}/{r.folds[b]:<3}" for b in backends]
-    prompt = r.prompt_tokens
-    status = "ok" if r.match else ("MODEL" if r.nondeterminism else "DIFF")
-    cells += [f"{prompt[backends[0]]:>6}", f"{prompt['full']:>6}", status]
-    return " ".join(cells)
-
-
-def print_report(report: ReplayReport, out: TextIO) -> None:
-    b = report.backends
-    header = ["   #", f"{'thread':<18}", "turn"] + [f"{n[:7]:>7}" for n in b] + [
-        "prompt", "  full", "match"]
-    out.write("turn-by-turn (window msgs / folds per backend; prompt tokens with memory vs full history)\n")
-    out.write(" ".join(header) + "\n")
-    for r in report.turns:
-        out.write(_row(r, b) + "\n")
-        for d in r.diffs:
-            label = "model nondeterminism (same summarizer input)" if r.nondeterminism else "!"
-            out.write(f"      {label} {d}\n")
-    mem, full = report.total_prompt_tokens(b[0]), report.total_prompt_tokens("full")
-    out.write("\n")
-    out.write(f"turns: {len(report.turns)}  threads: {len(report.threads)}  "
-              f"divergent turns: {len(report.divergences)}\n")
-    if report.nondeterministic:
-        out.write(f"turns that differ by model nondeterminism only (--no-share; not a backend "
-                  f"divergence): {len(report.nondeterministic)}\n")
-    out.write(f"summarizer calls: {report.summarizer_calls}  folds shared between backends: "
-              f"{report.shared_folds}\n")
-    for name in (*b, *report.baselines):
-        out.write(f"prompt tokens ({name}): {report.total_prompt_tokens(name)}\n")
-    ratio = f"{mem / full:.2f}" if full else "n/a"
-    out.write(f"prompt tokens (full history): {full}  (memory/full = {ratio})\n")
-    if report.facts and report.facts["full"][1]:
-        out.write("facts from the conversation still visible to the model after the last turn:\n")
-        for name in report.strategies:
-            seen, stated = report.facts[name]
-            out.write(f"  {name:<12}{seen:>5} / {stated}\n")
-    out.write("RESULT: " + ("EQUIVALENT" if not report.divergences else "DIVERGED") + "\n")
-
-
-def _summarizer(args: argparse.Namespace, policy: MemoryPolicy) -> Any:
-    if not args.model:
+def _summarizer(args: Any, policy: MemoryPolicy) -> Any:
+    """The summarizer ``--model`` asks for (``None``: memshift's offline one). ``args`` has
+    ``model`` and ``base_url`` attributes."""
+    if not getattr(args, "model", None):
         return None
     from adapters.summarizer import build_summarizer
     from compat.models import resolve_model
@@ -131,77 +58,97 @@ def _summarizer(args: argparse.Namespace, policy: MemoryPolicy) -> Any:
     return build_summarizer(policy, resolve_model(args.model, base_url=args.base_url))
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    turns = list(iter_turns(read_messages(args.file)))
-    summarizer = _summarizer(args, _policy(args))
-    progress = Progress(len(turns), enabled=not args.quiet)
-    done = 0
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=_EPILOG)
+@click.version_option(message=version_text(), package_name="memshift")
+def root() -> None:
+    """Move LangChain conversation-summary memory from ConversationSummaryBufferMemory to
+    create_agent + SummarizationMiddleware, with proof that nothing changed.
 
-    def tick(_: TurnResult) -> None:
-        nonlocal done
-        done += 1
-        progress.update(done)
-
-    report = replay(turns, policy=_policy(args), summarizer=summarizer,
-                    share_summaries=not args.no_share, baselines=tuple(args.baseline or ()),
-                    on_turn=tick)
-    print_report(report, sys.stdout)
-    if args.report:
-        from compat.report import write_html
-
-        path = write_html(report, args.report, title=f"memshift replay: {Path(args.file).name}")
-        print(f"report: {path}")
-    return 1 if report.divergences else 0
+    \b
+    Start with:  memshift replay examples/conversations/long_multithread.jsonl
+    Then:        memshift migrate --dry-run ...   and   memshift history --store URL
+    """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memshift", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    rp = sub.add_parser("replay", help="replay a JSONL conversation through both backends")
-    rp.add_argument("file")
-    rp.add_argument("--report", help="write a self-contained HTML report here")
-    rp.add_argument("--baseline", action="append", choices=["trim", "filter"],
-                    help="also show a discard strategy (repeatable): trim_messages / filter_messages")
-    add_policy_args(rp)
-    rp.add_argument("--no-share", action="store_true",
-                    help="call the summarizer separately per backend (shows model nondeterminism)")
-    rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.set_defaults(func=cmd_replay)
-    mp = add_migrate_parser(sub, add_policy_args)
-    mp.add_argument("--quiet", action="store_true", help="no progress output")
-    mp.set_defaults(func=_run_migrate)
-    add_governance_parsers(sub, add_policy_args, _default_policy)
-    add_rollout_parser(sub, add_policy_args, _default_policy)
-    return parser
+def _register() -> None:
+    from compat._cli_history import history
+    from compat._cli_replay import replay
+    from compat.cli_governance import eval_command, resummarize
+    from compat.cli_migrate import migrate_command
+    from compat.cli_rollout import rollout
+
+    for command in (replay, migrate_command, resummarize, eval_command, rollout, history):
+        root.add_command(command)
 
 
-def _default_policy(args: argparse.Namespace) -> MemoryPolicy:
-    from dataclasses import replace
-
-    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
-
-    policy = _policy(args, MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT))
-    fmt: Any = getattr(args, "summary_format", "text")
-    return replace(policy, summary_format=fmt, summary_prompt=None) if fmt != policy.summary_format \
-        else policy
+_register()
 
 
-def _run_migrate(args: argparse.Namespace) -> int:
-    policy = _default_policy(args)
-    return cmd_migrate(args, policy, _summarizer(args, policy),
-                       lambda total, unit: Progress(total, enabled=not args.quiet, unit=unit))
+class _ScrubSecrets(logging.Filter):
+    """Log lines pass through the same secret scrubbing as everything else printed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = scrub(record.getMessage()), None
+        return True
+
+
+def _error(text: str) -> str:
+    """Print one scrubbed line on stderr; return it (for ``--json``)."""
+    line = scrub(" ".join(text.split()))
+    click.echo("memshift: error: " + line, err=True)
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (see ``EXIT_CODES``). With ``--json``, a
+    failure also prints ``{"ok": false, "exit_code": N, "error": "..."}`` on stdout."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _ScrubSecrets) for f in handler.filters):
+            handler.addFilter(_ScrubSecrets())
     # The classic classes memshift wraps are deprecated upstream; that is why it exists.
     warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
-    args = build_parser().parse_args(argv)
+    args = list(argv) if argv is not None else sys.argv[1:]
+    for arg in args:  # a URL anywhere on the command line: its password is never echoed
+        if "://" in arg:
+            remember_secret(arg)
+    code, message = _run(args)
+    if message is not None and "--json" in args:
+        click.echo(json.dumps({"ok": False, "exit_code": code, "error": scrub(message)}))
+    return code
+
+
+def _run(args: list[str]) -> tuple[int, str | None]:
+    """The exit code, and the one-line error when the command did not finish."""
     try:
-        return args.func(args)
-    except (MemshiftError, OSError) as exc:
-        print(f"memshift: error: {exc}", file=sys.stderr)
-        return 2
+        code = root.main(args=args, prog_name="memshift", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("memshift: interrupted", err=True)
+        return 130, "interrupted"
+    except click.ClickException as exc:  # usage errors: click's own message, exit 2
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(scrub(shown.getvalue()), err=True, nl=False)
+        return 2, exc.format_message()
+    except (MemshiftError, OSError) as exc:  # configuration, stores, files
+        return 2, _error(str(exc) or type(exc).__name__)
+    except Exception as exc:  # a driver error nothing translated, or a bug
+        if _is_store_error(exc):
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return 2, _error(f"store error: {type(exc).__name__}: {detail}")
+        message = _error(f"internal error: {type(exc).__name__}: {exc}")
+        if os.environ.get("MEMSHIFT_DEBUG"):
+            click.echo(scrub(traceback.format_exc()), err=True)
+        else:
+            click.echo("memshift: set MEMSHIFT_DEBUG=1 to see the traceback", err=True)
+        return 3, message
+    return int(code or 0), None
+
+
+def _is_store_error(exc: BaseException) -> bool:
+    names = {c.__module__.split(".")[0] for c in type(exc).__mro__}
+    return bool(names & {"sqlalchemy", "psycopg", "psycopg_pool", "sqlite3"})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,77 +1,87 @@
-"""``memshift eval`` and ``memshift resummarize``."""
+"""``memshift eval`` (and ``resummarize``, which lives in ``_cli_resummarize``)."""
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
+import click
+
 from adapters import MemoryPolicy
-from compat.memory import SummaryMemory
+from compat._cli_common import Output, resolve_store, store_options
+from compat._cli_policy import FIELDS, choose_policy, model_options, policy_options
+from compat._cli_resummarize import resummarize
+from compat._cli_urls import check_url
 
-__all__ = ["add_governance_parsers"]
+__all__ = ["eval_command", "resummarize"]
 
 
-def _model(args: argparse.Namespace) -> Any:
-    if not args.model:
+def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str, Any] | None:
+    """What replaces each case's policy: the store's recorded policy (with any options), or
+    the options alone, or nothing (each case keeps its own)."""
+    given = {k: opts.get(k) for k in FIELDS if opts.get(k) is not None}
+    if not store and not given:
+        out.header("policy: each case's own (the policy block of its .json)")
         return None
-    from compat.models import resolve_model
+    if not store:
+        out.header("policy: each case's own, with these options over it: "
+                   + ", ".join(f"{k}={v}" for k, v in given.items()))
+        return given
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
 
-    return resolve_model(args.model, base_url=args.base_url)
+    choice = choose_policy(opts, [store], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
+                           allow_mixed=False, snapshot=True)
+    choice.close()
+    if choice.origin == "default":
+        out.warn(f"{store!r} holds no recorded policy: each case keeps its own")
+        return given or None
+    return {k: v for k, v in choice.policy.recorded().items() if k != "prompt_version"}
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+@click.command("eval")
+@click.option("--cases", type=click.Path(file_okay=False), metavar="DIR",
+              help="A folder of <case>.jsonl + <case>.json. [default: the bundled 12 cases]")
+@click.option("--min-score", type=click.FloatRange(0, 1), metavar="X",
+              help="Exit 1 when the mean score is below X (0..1).")
+@store_options("", None, "store whose recorded policy every case runs with (read only; "
+                         "optional)")
+@policy_options("each case's own policy")
+@model_options
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no notes on stderr.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON result to this file.")
+@click.option("--json", "as_json", is_flag=False, flag_value="-", default=None,
+              metavar="[FILE]",
+              help="Print the result as one JSON document on stdout. (The old form --json FILE "
+                   "still writes FILE, like --output FILE.)")
+def eval_command(cases: str | None, min_score: float | None, as_json: str | None,
+                 output: str | None, quiet: bool, **opts: Any) -> int:
+    """Score the summarizer on the evaluation set: what must survive a fold, does it?
+
+    Offline by default (memshift's extractive summarizer). With --store (or policy options)
+    every case runs with that policy instead of its own. Exit 1 below --min-score.
+    """
     from compat.evaluation import BUNDLED_CASES, format_table, load_cases, run_eval
 
-    cases = load_cases(args.cases or BUNDLED_CASES)
-    report = run_eval(cases, llm=_model(args), model=args.model or "offline extractive")
-    print(format_table(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(report.to_json(), encoding="utf-8")
-        print(f"report: {args.json}")
-    return 1 if args.min_score is not None and report.score < args.min_score else 0
+    if as_json not in (None, "-"):  # the old --json FILE: the file, and the table on stdout
+        click.echo("memshift: note: --json FILE is now --output FILE; --json alone prints JSON "
+                   "on stdout", err=True)
+        output, as_json = output or as_json, None
+    out = Output(as_json == "-", output, quiet)
+    store = resolve_store(opts, "", None, out, required=False)
+    if store:
+        check_url(store, "--store", must_exist=True)
+    override = _override(opts, store, out)
+    loaded = load_cases(cases or BUNDLED_CASES)
+    llm = None
+    if opts.get("model"):
+        from compat.models import resolve_model
 
-
-def cmd_resummarize(args: argparse.Namespace, policy: MemoryPolicy) -> int:
-    with SummaryMemory(backend=args.backend, store=args.store, policy=policy) as memory:
-        if args.all:
-            threads = list(memory.iter_thread_ids())
-        elif args.threads:
-            threads = [x.strip() for x in Path(args.threads).read_text(encoding="utf-8").splitlines()
-                       if x.strip()]
-        else:
-            threads = list(args.thread)
-        failed = 0
-        for tid in threads:
-            try:
-                view = memory.resummarize(tid, llm=_model(args), policy=policy)
-                print(f"{tid}: version {view.folds}, {len(view.messages)} messages kept, "
-                      f"summary {len(view.summary)} chars")
-            except Exception as exc:  # report and go on with the next thread
-                failed += 1
-                print(f"{tid}: FAILED {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"resummarized {len(threads) - failed} of {len(threads)} thread(s)")
-        return 1 if failed else 0
-
-
-def add_governance_parsers(sub: Any, add_policy_args: Any, policy_of: Any) -> None:
-    ev = sub.add_parser("eval", help="score summaries on the evaluation set")
-    ev.add_argument("--cases", help="folder of <case>.jsonl + <case>.json (default: bundled)")
-    ev.add_argument("--model", help="summarizer model (default: the offline extractive one)")
-    ev.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
-    ev.add_argument("--json", help="write a JSON report here")
-    ev.add_argument("--min-score", type=float, help="exit 1 when the mean score is below this")
-    ev.set_defaults(func=cmd_eval)
-
-    rs = sub.add_parser("resummarize", help="rebuild running summaries from the transcript")
-    rs.add_argument("--backend", required=True, choices=["classic", "middleware"])
-    rs.add_argument("--store", required=True, help="store URL")
-    group = rs.add_mutually_exclusive_group(required=True)
-    group.add_argument("--thread", action="append", help="a thread id (repeatable)")
-    group.add_argument("--threads", help="file with one thread id per line")
-    group.add_argument("--all", action="store_true", help="every thread in the store")
-    add_policy_args(rs)
-    rs.add_argument("--summary-format", choices=["text", "structured"], default="text")
-    rs.set_defaults(func=lambda args: cmd_resummarize(args, policy_of(args)))
+        llm = resolve_model(opts["model"], base_url=opts.get("base_url"))
+    with out.progress(len(loaded), "cases", "eval") as tick:
+        report = run_eval(loaded, llm=llm, model=opts.get("model") or "offline extractive",
+                          override=override, on_case=lambda _c: tick())
+    out.line(format_table(report))
+    code = 1 if min_score is not None and report.score < min_score else 0
+    out.emit({"command": "eval", **report.as_dict(), "min_score": min_score,
+              "policy_override": override, "exit_code": code})
+    return code

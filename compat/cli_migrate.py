@@ -1,148 +1,225 @@
-"""``memshift migrate``: build the source and target a command line names, run, report."""
+"""``memshift migrate``: build the source and target a command line names, run, report.
+
+Sources are always opened read-only (a SQLite source that does not exist is an error, never
+created). ``--dry-run`` opens the target read-only too, or not at all when it does not exist
+yet, and writes nothing anywhere. A real run records itself in the target's run log
+(``memshift history``). ``--shard I/N`` splits the threads between N processes by a stable
+hash of the thread id; every shard is resumable (a re-run skips identical threads).
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sqlite3
-import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from adapters import MemoryPolicy, redact_url
-from adapters.stores import sqlalchemy_url
+import click
+
+from adapters import MemoryPolicy
 from adapters.errors import ConfigError
-from compat.memory import SummaryMemory
+from compat._cli_common import (
+    Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
+)
+from compat._cli_migrate_report import close_run, migrate_document, print_migration
+from compat._cli_policy import ModelArgs, choose_policy, model_options, policy_options
+from compat._cli_readonly import read_engine, read_only_memory, read_only_saver, table_names
+from compat._cli_urls import check_url
 from compat.migration import MigrationReport, migrate
-from compat.sources import ClassicHistorySource, GraphSource, SummaryMemorySource
+from compat.sources import ClassicHistorySource, GraphSource, SummaryMemorySource, as_source
 
-__all__ = ["add_migrate_parser", "cmd_migrate"]
+__all__ = ["build_source", "migrate_command"]
 
-
-def _tables(url: str) -> set[str]:
-    from sqlalchemy import create_engine, inspect
-    from sqlalchemy.exc import SQLAlchemyError
-
-    try:
-        engine = create_engine(sqlalchemy_url(url))
-        try:
-            return set(inspect(engine).get_table_names())
-        finally:
-            engine.dispose()
-    except (SQLAlchemyError, ValueError, ImportError) as exc:
-        raise ConfigError(f"cannot read {redact_url(url)}: {type(exc).__name__}") from None
+_DEFAULT_NOTE = ("nothing recorded in the source or target: using max_tokens=2000, the stock "
+                 "ConversationSummaryBufferMemory default. If your app used another limit, pass "
+                 "it (--max-tokens N --keep-tokens M): rebuilt summaries follow this policy")
 
 
-def open_checkpointer(url: str) -> Any:
-    """A LangGraph saver on a store URL, for reading threads written by someone else's graph."""
-    if url.startswith("sqlite:///"):
-        from langgraph.checkpoint.sqlite import SqliteSaver
+def build_source(kind: str, url: str, opts: dict[str, Any], policy: MemoryPolicy,
+                 summarizer: Any, *, snapshot: bool) -> Any:
+    """The thread source a store holds, opened read-only."""
+    from compat.memory import SummaryMemory
 
-        path = url.removeprefix("sqlite:///")
-        if not Path(path).exists():
-            raise ConfigError(f"no such SQLite file: {path}")
-        return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
-    if url.startswith(("postgresql://", "postgres://")):
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg import Connection
-        from psycopg.rows import dict_row
-
-        conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        return PostgresSaver(conn)  # type: ignore[arg-type]
-    raise ConfigError(f"--from graph needs a sqlite or postgresql store, got {redact_url(url)!r}")
-
-
-def build_source(args: argparse.Namespace, policy: MemoryPolicy, summarizer: Any) -> Any:
-    url, kind = args.from_store, args.source
     if kind == "graph":
-        prefixes = tuple(args.summary_prefix) if args.summary_prefix else None
-        return GraphSource(open_checkpointer(url), summary_key=args.summary_key,
-                           summary_in=args.summary_in,
+        prefixes = tuple(opts.get("summary_prefix") or ())
+        return GraphSource(read_only_saver(url, snapshot=snapshot),
+                           summary_key=opts.get("summary_key", "summary"),
+                           summary_in=opts.get("summary_in", "auto"),
                            **({"summary_prefixes": prefixes} if prefixes else {}))
-    tables = _tables(url) if url != "memory" else set()
-    explicit = args.table is not None  # --table T always reads T
-    args.table = args.table or "message_store"
-    if explicit and kind == "classic" and args.table not in tables:
-        raise ConfigError(f"{redact_url(url)} has no table {args.table!r} "
-                          f"(tables: {sorted(tables) or 'none'})")
-    if not explicit and ("memshift_transcript" in tables or url == "memory"):
-        return SummaryMemory(backend=kind, store=url, policy=policy, summarizer=summarizer,
-                             adopt_legacy=True)
-    if kind == "classic" and args.table in tables:
-        if args.summaries:
-            summaries = json.loads(Path(args.summaries).read_text(encoding="utf-8"))
-            if not isinstance(summaries, dict):
-                raise ConfigError("--summaries must be a JSON object {thread_id: summary}")
-            return SummaryMemorySource(url, table=args.table, summaries=summaries)
-        return ClassicHistorySource(url, table=args.table)
+    tables = table_names(url, snapshot=snapshot)
+    explicit = opts.get("table") is not None  # --table T always reads T
+    table = opts.get("table") or "message_store"
+    shown = show_url(url)
+    if explicit and kind == "classic" and table not in tables:
+        raise ConfigError(f"{shown} has no table {table!r} (tables: {sorted(tables) or 'none'})")
+    if not explicit and url in ("memory", "memory://"):
+        return SummaryMemory(backend=kind, store=url, policy=policy, summarizer=summarizer)
+    if not explicit and "memshift_transcript" in tables:
+        return read_only_memory(kind, url, snapshot=snapshot, policy=policy,
+                                summarizer=summarizer, adopt_legacy=True)
+    if kind == "classic" and table in tables:
+        engine = read_engine(url, snapshot=snapshot)
+        if opts.get("summaries"):
+            summaries = _summaries(Path(opts["summaries"]))
+            return SummaryMemorySource(url, table=table, summaries=summaries, engine=engine)
+        return ClassicHistorySource(url, table=table, engine=engine)
     if kind == "middleware" and "checkpoints" in tables:
-        return GraphSource(open_checkpointer(url))
-    raise ConfigError(f"{redact_url(url)} holds no {kind} threads memshift can read "
+        return GraphSource(read_only_saver(url, snapshot=snapshot))
+    raise ConfigError(f"{shown} holds no {kind} threads memshift can read "
                       f"(tables: {sorted(tables) or 'none'})")
 
 
-def print_migration(report: MigrationReport, out: Any) -> None:
-    out.write(f"source: {report.source}\ntarget: {report.target}\n")
-    for name, count in report.summary_rows():
-        out.write(f"  {name:<16}{count:>8}\n")
-    for tid, reason in report.failed:
-        out.write(f"  FAILED {tid!r}: {reason}\n")
-    notes = sorted(set(report.notes.values()))
-    for note in notes:
-        out.write(f"  note: {note}\n")
-    out.write("RESULT: " + ("OK" if report.ok else "FAILED") + (" (dry run)" if report.dry_run else "")
-              + "\n")
-
-
-def cmd_migrate(args: argparse.Namespace, policy: MemoryPolicy, summarizer: Any,
-                progress_factory: Any) -> int:
-    threads = None
-    if args.threads:
-        threads = [line.strip() for line in Path(args.threads).read_text(encoding="utf-8").splitlines()
-                   if line.strip()]
-    source = build_source(args, policy, summarizer)
-    target = SummaryMemory(backend=args.to, store=args.to_store, policy=policy, summarizer=summarizer)
-    done = 0
-    progress = progress_factory(len(threads) if threads is not None else 0, unit="threads")
-
-    def tick(thread_id: str, outcome: str) -> None:
-        nonlocal done
-        done += 1
-        progress.update(done)
-
+def _summaries(path: Path) -> dict[str, str]:
     try:
-        report = migrate(source, target, threads, verify=args.verify, dry_run=args.dry_run,
-                         on_thread=tick)
+        summaries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--summaries {str(path)!r}: {exc}") from None
+    if not isinstance(summaries, dict):
+        raise ConfigError("--summaries must be a JSON object {thread_id: summary}")
+    return summaries
+
+
+def _close(thing: Any) -> None:
+    """Close a source or target, whatever it is (memory, history table, LangGraph saver)."""
+    if thing is None:
+        return
+    if isinstance(thing, GraphSource):
+        conn = getattr(thing.checkpointer, "conn", None)
+        if conn is not None and hasattr(conn, "close"):
+            conn.close()
+        return
+    close = getattr(thing, "close", None)
+    if close is not None:
+        close()
+
+
+def _threads(source: Any, listed: list[str] | None,
+             shard: tuple[int, int] | None) -> tuple[Any, int]:
+    """The shard's thread ids (streamed from the source unless listed) and how many."""
+    if listed is not None:
+        ids = [t for t in listed if in_shard(t, shard)]
+        return ids, len(ids)
+    total = sum(1 for t in source.iter_thread_ids() if in_shard(t, shard))
+    return (t for t in source.iter_thread_ids() if in_shard(t, shard)), total
+
+
+def _thread_list(path: str | None) -> list[str] | None:
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--threads {path!r}: {exc.strerror or exc}") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@click.command("migrate")
+@click.option("--from", "source_kind", required=True,
+              type=click.Choice(["classic", "middleware", "graph"]),
+              help="What the source holds: memshift or stock classic threads, memshift or "
+                   "stock middleware threads, or a LangGraph rolling-summary graph.")
+@store_options("from", "MEMSHIFT_FROM_STORE", "source store (opened read-only; must exist)")
+@click.option("--to", "target_kind", required=True, type=click.Choice(["classic", "middleware"]),
+              help="The backend the threads move to.")
+@store_options("to", "MEMSHIFT_TO_STORE", "target store")
+@click.option("--threads", "threads_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Only the thread ids in this file, one per line. [default: every thread]")
+@click.option("--shard", metavar="I/N",
+              help="Only shard I of N (1-based; a stable hash of the thread id), so N "
+                   "processes can split one store.")
+@click.option("--dry-run", is_flag=True,
+              help="Report what would move. Opens nothing for writing, creates no file, table "
+                   "or lock.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Re-read every migrated thread from the target and compare.")
+@click.option("--table", default=None, metavar="NAME",
+              help="--from classic: the stock SQLChatMessageHistory table to read (always read "
+                   "when given). [default: memshift's tables, else message_store]")
+@click.option("--summaries", type=click.Path(dir_okay=False), metavar="FILE",
+              help="--from classic: JSON {thread_id: summary} saved from stock "
+                   "ConversationSummaryMemory objects.")
+@click.option("--summary-key", default="summary", show_default=True, metavar="KEY",
+              help="--from graph: the state key holding the summary.")
+@click.option("--summary-in", type=click.Choice(["auto", "state", "messages"]), default="auto",
+              show_default=True, help="--from graph: where the summary lives.")
+@click.option("--summary-prefix", multiple=True, metavar="TEXT",
+              help="--from graph: prefix of a summary message (repeatable). [default: "
+                   "【对话摘要】 and English variants]")
+@policy_options("max_tokens=2000, the stock default")
+@model_options
+@output_options
+def migrate_command(source_kind: str, target_kind: str, as_json: bool, output: str | None,
+                    quiet: bool, **opts: Any) -> int:
+    """Move stored threads between backends and stores, verified and resumable.
+
+    Each thread ends as exactly one of migrated, skipped (already identical, or not in the
+    source) or failed. The policy is the one recorded with the source's threads (else the
+    target's); policy options that contradict it need --policy-override. Exit 0 when no
+    thread failed, 1 otherwise, 2 for usage and configuration errors.
+    """
+    from compat.cli import _summarizer
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
+    from compat.runlog import RunLog
+
+    out = Output(as_json, output, quiet)
+    source_url = check_url(resolve_store(opts, "from", "MEMSHIFT_FROM_STORE", out) or "",
+                           "--from-store", must_exist=True)
+    target_url = check_url(resolve_store(opts, "to", "MEMSHIFT_TO_STORE", out) or "",
+                           "--to-store", must_exist=False)
+    shard, dry = parse_shard(opts["shard"]), bool(opts["dry_run"])
+    listed = _thread_list(opts["threads_file"])
+    out.header(f"source: {source_kind} threads at {show_url(source_url)} (read-only)")
+    out.header(f"target: {target_kind} backend at {show_url(target_url)}"
+               + (" (dry run: nothing is written)" if dry else ""))
+    if shard:
+        out.header(f"shard: {shard[0]}/{shard[1]}")
+    choice = choose_policy(opts, [source_url, target_url],
+                           MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
+                           allow_mixed=True, snapshot=dry, default_note=_DEFAULT_NOTE)
+    source: Any = None
+    target: Any = None
+    runlog: RunLog | None = None
+    report: MigrationReport | None = None
+    run_id: str | None = None
+    outcomes: Counter[str] = Counter()
+    status = "failed"
+    try:
+        summarizer = _summarizer(ModelArgs(opts), choice.policy)
+        source = build_source(source_kind, source_url, opts, choice.policy, summarizer,
+                              snapshot=dry)
+        if dry:
+            target = read_only_memory(target_kind, target_url, snapshot=True,
+                                      policy=choice.policy, summarizer=summarizer)
+        else:
+            target = SummaryMemory(backend=target_kind, store=target_url, policy=choice.policy,
+                                   summarizer=summarizer)
+            runlog = RunLog.open(target_url, show_url(target_url))
+        ids, total = _threads(as_source(source), listed, shard)
+        if runlog is not None:
+            run_id = runlog.start(
+                "migrate", source=f"{source_kind} {show_url(source_url)}",
+                target=f"{target_kind} {show_url(target_url)}",
+                shard=opts["shard"], policy=choice.as_json())
+        with out.progress(total, "threads", "migrate") as advance:
+            def tick(_thread: str, outcome: str) -> None:
+                outcomes[outcome] += 1
+                advance()
+
+            report = migrate(source, target, ids, verify=opts["verify"], dry_run=dry,
+                             on_thread=tick, policy_for=choice.for_thread)
+        status = "ok" if report.ok else "failed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
-        target.close()
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
-    progress.finish(done)
-    print_migration(report, sys.stdout)
-    return 0 if report.ok else 1
-
-
-def add_migrate_parser(sub: Any, add_policy_args: Any) -> argparse.ArgumentParser:
-    mp = sub.add_parser("migrate", help="move stored threads between backends and stores")
-    mp.add_argument("--from", dest="source", required=True, choices=["classic", "middleware", "graph"])
-    mp.add_argument("--from-store", required=True, help="store URL of the source")
-    mp.add_argument("--to", required=True, choices=["classic", "middleware"])
-    mp.add_argument("--to-store", required=True, help="store URL of the target")
-    mp.add_argument("--threads", help="file with one thread id per line (default: all)")
-    mp.add_argument("--dry-run", action="store_true", help="report what would move; write nothing")
-    mp.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                    help="re-read every migrated thread and compare (default: on)")
-    mp.add_argument("--table", default=None,
-                    help="stock SQLChatMessageHistory table for --from classic (always read "
-                         "when given; default: memshift's tables, else message_store)")
-    mp.add_argument("--summaries", help="--from classic: JSON {thread_id: summary} saved from "
-                                        "stock ConversationSummaryMemory objects")
-    mp.add_argument("--summary-key", default="summary", help="state key of the summary for --from graph")
-    mp.add_argument("--summary-in", choices=["auto", "state", "messages"], default="auto",
-                    help="--from graph: where the summary lives (auto-detected by default)")
-    mp.add_argument("--summary-prefix", action="append",
-                    help="--from graph: prefix of a summary message (default: 【对话摘要】 and "
-                         "English variants; repeatable)")
-    add_policy_args(mp)
-    return mp
+        close_run(runlog, run_id, status, report.counts() if report else dict(outcomes), out)
+        for thing in (source, target):
+            _close(thing)
+        choice.close()
+    assert report is not None
+    code = 0 if report.ok else 1
+    print_migration(report, out, run_id=run_id, target_url=target_url)
+    out.emit(migrate_document(report, out, code=code, run_id=run_id, policy=choice.as_json(),
+                              source=(source_kind, source_url), target=(target_kind, target_url),
+                              shard=opts["shard"]))
+    return code

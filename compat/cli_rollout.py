@@ -2,42 +2,50 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from typing import Any
 
-from adapters.errors import ConfigError
-from adapters.staged import share_of
+import click
 
-__all__ = ["add_rollout_parser"]
+from adapters import MemoryPolicy
+from compat._cli_common import (
+    Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
+)
+from compat._cli_migrate_report import close_run, run_stats
+from compat._cli_policy import choose_policy, policy_options
+from compat._cli_urls import check_url
 
-
-def _shard(spec: str | None) -> tuple[int, int] | None:
-    if spec is None:
-        return None
-    try:
-        index, count = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise ConfigError(f"--shard wants I/N (1-based), e.g. 2/4; got {spec!r}") from None
-    if not 1 <= index <= count:
-        raise ConfigError(f"--shard {spec}: I must be within 1..N")
-    return index, count
+__all__ = ["rollout"]
 
 
-def _in_shard(thread_id: str, shard: tuple[int, int] | None) -> bool:
-    if shard is None:
-        return True
-    index, count = shard
-    return int(share_of("shard\x00" + thread_id) * count) == index - 1
+def _store(opts: dict[str, Any], out: Output) -> str:
+    return check_url(resolve_store(opts, "", "MEMSHIFT_STORE", out) or "", "--store",
+                     must_exist=True)
 
 
-def cmd_status(args: argparse.Namespace, policy: Any) -> int:
-    from compat.memory import SummaryMemory
+@click.group("rollout")
+def rollout() -> None:
+    """Staged cutover: placements per backend, and eager moves of a cohort."""
 
-    with SummaryMemory(backend="staged", store=args.store, policy=policy) as memory:
-        rows = memory._staged("rollout status").store.placement_counts()
+
+@rollout.command("status")
+@store_options("", "MEMSHIFT_STORE", "staged store (must exist)")
+@output_options
+def status(as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
+    """Threads per backend, pinned threads, threads moved at least once (read-only)."""
+    from compat._cli_readonly import read_only_memory
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
+
+    out = Output(as_json, output, quiet)
+    url = _store(opts, out)
+    policy = MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT)
+    memory = SummaryMemory(backend="staged", store=url, policy=policy) if url == "memory" \
+        else read_only_memory("staged", url, snapshot=True, policy=policy)
+    rows: list[Any] = []
+    if memory is not None:  # None: no memshift tables yet, so no placements either
+        with memory:
+            rows = memory._staged("rollout status").store.placement_counts()
     result: dict[str, Any] = {
+        "command": "rollout status", "store": show_url(url),
         "threads": {b: sum(n for backend, _, n, _ in rows if backend == b)
                     for b in ("classic", "middleware")},
         "pinned": {b: sum(n for backend, p, n, _ in rows if backend == b and p)
@@ -45,62 +53,72 @@ def cmd_status(args: argparse.Namespace, policy: Any) -> int:
         "moved_at_least_once": sum(m for *_, m in rows),
         "moves_in_progress": 0,  # a move is one transaction: it either happened or did not
     }
-    if args.json:
-        json.dump(result, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        for backend, count in result["threads"].items():
-            print(f"{backend:<11}{count:>8} thread(s), {result['pinned'][backend]} pinned")
-        print(f"moved at least once: {result['moved_at_least_once']}")
+    for backend, count in result["threads"].items():
+        out.line(f"{backend:<11}{count:>8} thread(s), {result['pinned'][backend]} pinned")
+    out.line(f"moved at least once: {result['moved_at_least_once']}")
+    out.emit(result)
     return 0
 
 
-def cmd_move(args: argparse.Namespace, policy: Any) -> int:
-    from compat.memory import SummaryMemory
+@rollout.command("move")
+@click.option("--to", "to", required=True, type=click.Choice(["classic", "middleware"]),
+              help="Move the threads the share assigns to this backend.")
+@click.option("--share", required=True, type=click.FloatRange(0, 1), metavar="X",
+              help="The rollout share to apply, in [0, 1].")
+@store_options("", "MEMSHIFT_STORE", "staged store (must exist)")
+@click.option("--shard", metavar="I/N",
+              help="Only shard I of N (1-based; a stable hash of the thread id).")
+@policy_options("max_tokens=2000, the stock default")
+@output_options
+def move(to: str, share: float, as_json: bool, output: str | None, quiet: bool,
+         **opts: Any) -> int:
+    """Move a cohort now instead of at first touch. Exit 1 when a thread failed to move."""
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
+    from compat.runlog import RunLog
 
-    shard = _shard(args.shard)
+    out = Output(as_json, output, quiet)
+    url = _store(opts, out)
+    shard = parse_shard(opts["shard"])
+    choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
+                           allow_mixed=True)
     moved = stayed = failed = 0
-    with SummaryMemory(backend="staged", store=args.store, policy=policy,
-                       rollout=args.share) as memory:
-        engine = memory._staged("rollout move")
-        for thread_id in memory.iter_thread_ids():
-            if not _in_shard(thread_id, shard) or engine.desired(thread_id) != args.to:
-                continue
-            before = engine.placement_of(thread_id)
-            try:
-                after = engine.place(thread_id)
-            except Exception as exc:  # one bad thread never stops the run; counted
-                failed += 1
-                print(f"memshift: {thread_id!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                continue
-            if before is None or before.backend != after.backend:
-                moved += 1
-            else:
-                stayed += 1
-    result = {"to": args.to, "share": args.share, "shard": args.shard, "moved": moved,
-              "already_there": stayed, "failed": failed}
-    if args.json:
-        json.dump(result, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(f"moved {moved} thread(s) to {args.to}; {stayed} already there; {failed} failed")
+    runlog = RunLog.open(url, show_url(url))
+    run_id, status = None, "failed"
+    try:
+        with SummaryMemory(backend="staged", store=url, policy=choice.policy,
+                           rollout=share) as memory:
+            engine = memory._staged("rollout move")
+            if runlog is not None:
+                run_id = runlog.start(f"rollout move --to {to} --share {share}", source=None,
+                                      target=f"staged {show_url(url)}", shard=opts["shard"],
+                                      policy=choice.as_json())
+            with out.progress(None, "threads", "rollout move") as tick:
+                for thread_id in memory.iter_thread_ids():
+                    if not in_shard(thread_id, shard) or engine.desired(thread_id) != to:
+                        continue
+                    before = engine.placement_of(thread_id)
+                    try:
+                        after = engine.place(thread_id)
+                    except Exception as exc:  # one bad thread never stops the run; counted
+                        failed += 1
+                        out.warn(f"{thread_id!r}: {type(exc).__name__}: {exc}")
+                        continue
+                    finally:
+                        tick()
+                    if before is None or before.backend != after.backend:
+                        moved += 1
+                    else:
+                        stayed += 1
+        status = "ok" if not failed else "failed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        counts = {"moved": moved, "already_there": stayed, "failed": failed}
+        close_run(runlog, run_id, status, counts, out)
+        choice.close()
+    result = {"command": "rollout move", "to": to, "share": share, "shard": opts["shard"],
+              "run_id": run_id, **counts, "stats": run_stats(out, moved + stayed + failed)}
+    out.line(f"moved {moved} thread(s) to {to}; {stayed} already there; {failed} failed")
+    out.emit(result)
     return 1 if failed else 0
-
-
-def add_rollout_parser(sub: Any, add_policy_args: Any, policy_of: Any) -> None:
-    ro = sub.add_parser("rollout", help="staged cutover: placements and eager moves")
-    rsub = ro.add_subparsers(dest="rollout_command", required=True)
-    st = rsub.add_parser("status", help="threads per backend, pins, moves")
-    st.add_argument("--store", required=True, help="store URL")
-    st.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    add_policy_args(st)
-    st.set_defaults(func=lambda args: cmd_status(args, policy_of(args)))
-    mv = rsub.add_parser("move", help="move a cohort now instead of at first touch")
-    mv.add_argument("--to", required=True, choices=["classic", "middleware"])
-    mv.add_argument("--share", required=True, type=float,
-                    help="the rollout share to apply, in [0, 1]")
-    mv.add_argument("--store", required=True, help="store URL")
-    mv.add_argument("--shard", help="I/N: only this shard of the threads (stable hash)")
-    mv.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    add_policy_args(mv)
-    mv.set_defaults(func=lambda args: cmd_move(args, policy_of(args)))

@@ -10,7 +10,7 @@ String checks are case-insensitive substrings. Bundled cases: ``compat/eval_case
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ from adapters.tokens import message_text
 from compat.conversations import Turn, iter_turns, read_messages
 from compat.memory import SummaryMemory
 
-__all__ = ["BUNDLED_CASES", "CaseResult", "EvalCase", "EvalReport", "load_cases", "run_eval"]
+__all__ = ["BUNDLED_CASES", "CaseResult", "EvalCase", "EvalReport", "case_policy", "load_cases",
+           "run_eval"]
 
 BUNDLED_CASES = Path(__file__).with_name("eval_cases")
 _CHECKS = ("summary_contains", "summary_not_contains", "summarizer_input_not_contains",
@@ -68,10 +69,12 @@ class EvalReport:
     def score(self) -> float:
         return sum(c.score for c in self.cases) / len(self.cases) if self.cases else 0.0
 
-    def to_json(self) -> str:
-        data = {"model": self.model, "score": round(self.score, 4),
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "score": round(self.score, 4),
                 "cases": [{**asdict(c), "score": round(c.score, 4)} for c in self.cases]}
-        return json.dumps(data, ensure_ascii=False, indent=2)
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), ensure_ascii=False, indent=2)
 
 
 def load_cases(folder: str | Path = BUNDLED_CASES) -> list[EvalCase]:
@@ -112,10 +115,22 @@ def _contains(haystack: str, needle: str) -> bool:
     return needle.lower() in haystack.lower()
 
 
-def run_case(case: EvalCase, llm: Any = None) -> CaseResult:
+def case_policy(case: EvalCase, override: dict[str, Any] | None = None) -> MemoryPolicy:
+    """The case's policy with ``override`` (e.g. an app's recorded policy) laid over it. A
+    trigger overridden without its keep value drops the case's keep value too."""
+    spec = dict(case.policy)
+    override = {k: v for k, v in (override or {}).items() if k != "prompt_version"}
+    for trigger, keep in (("max_tokens", "keep_tokens"), ("max_messages", "keep_messages")):
+        if trigger in override and keep not in override:
+            spec.pop(keep, None)
+    return MemoryPolicy(**{**spec, **override})
+
+
+def run_case(case: EvalCase, llm: Any = None,
+             override: dict[str, Any] | None = None) -> CaseResult:
     result = CaseResult(case.name, case.language, case.category)
     try:
-        policy = MemoryPolicy(**case.policy)
+        policy = case_policy(case, override)
         with SummaryMemory(backend="classic", policy=policy, llm=llm) as memory:
             recorder = _Recorder(memory.backend_impl.summarizer)
             memory.backend_impl.summarizer = recorder
@@ -155,8 +170,16 @@ def run_case(case: EvalCase, llm: Any = None) -> CaseResult:
     return result
 
 
-def run_eval(cases: Sequence[EvalCase], llm: Any = None, model: str = "offline") -> EvalReport:
-    return EvalReport(model=model, cases=[run_case(c, llm) for c in cases])
+def run_eval(cases: Sequence[EvalCase], llm: Any = None, model: str = "offline",
+             override: dict[str, Any] | None = None,
+             on_case: Callable[[CaseResult], None] | None = None) -> EvalReport:
+    """Run every case; ``override`` replaces policy fields of every case (``--store``)."""
+    results = []
+    for case in cases:
+        results.append(run_case(case, llm, override))
+        if on_case is not None:
+            on_case(results[-1])
+    return EvalReport(model=model, cases=results)
 
 
 def format_table(report: EvalReport) -> str:

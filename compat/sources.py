@@ -87,11 +87,12 @@ class MemorySource:
 class ClassicHistorySource:
     """A stock classic store: ``SQLChatMessageHistory`` rows, no persisted summary."""
 
-    def __init__(self, url: str, table: str = "message_store") -> None:
+    def __init__(self, url: str, table: str = "message_store", engine: Any = None) -> None:
+        """``engine``: an SQLAlchemy engine to read through (the CLI passes a read-only one)."""
         from sqlalchemy import create_engine
 
         self.url, self.table = url, table
-        self.engine = create_engine(sqlalchemy_url(url))
+        self.engine = engine if engine is not None else create_engine(sqlalchemy_url(url))
         self.name = f"stock classic history ({table})"
 
     def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:
@@ -137,8 +138,8 @@ class SummaryMemorySource(ClassicHistorySource):
     ``MemoryPolicy.summary_only()`` to keep the stock shape)."""
 
     def __init__(self, url: str, table: str = "message_store",
-                 summaries: dict[str, str] | None = None) -> None:
-        super().__init__(url, table)
+                 summaries: dict[str, str] | None = None, engine: Any = None) -> None:
+        super().__init__(url, table, engine)
         self.summaries = dict(summaries or {})
         self.name = f"stock ConversationSummaryMemory history ({table})"
 

@@ -1,0 +1,102 @@
+"""How ``memshift migrate`` reports: one outcome per thread, the rest explained beside it."""
+
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+from compat._cli_common import Output, show_url
+from compat.migration import ALREADY, NOT_FOUND, MigrationReport
+
+__all__ = ["close_run", "migrate_document", "print_migration", "run_stats"]
+
+REBUILT_MEANS = ("recomputed from the stored history with this run's policy, because stock "
+                 "classic memory never persisted a summary")
+
+
+def run_stats(out: Output, items: int) -> dict[str, float]:
+    """Elapsed time, rate, CPU time and this process's peak memory (for shard sizing)."""
+    seconds = out.elapsed()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"elapsed_s": round(seconds, 3),
+            "per_s": round(items / seconds, 2) if seconds > 0 else 0.0,
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),  # whole process, imports too
+            "max_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def close_run(runlog: Any, run_id: str | None, status: str, counts: dict[str, Any],
+              out: Output) -> None:
+    """Complete the run's log row and close the log; a failure to log never hides the
+    run's own result (it is a warning)."""
+    from adapters.errors import StoreError
+
+    if runlog is None:
+        return
+    try:
+        if run_id is not None:
+            runlog.finish(run_id, status, counts)
+    except StoreError as exc:
+        out.warn(f"the run log was not updated: {exc}")
+    finally:
+        runlog.close()
+
+
+def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,
+                    target_url: str) -> None:
+    """The outcome table (rows add up to the total), then facts, failures and notes."""
+    from rich import box
+    from rich.table import Table
+
+    dry = report.dry_run
+    reasons = report.skipped_by_reason()
+    skipped_means = "; ".join(f"{reason}: {n}" for reason, n in sorted(reasons.items())) or \
+        f"{ALREADY}, or {NOT_FOUND}"
+    verified = len(report.verified)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("outcome")
+    table.add_column("threads", justify="right")
+    table.add_column("meaning")
+    table.add_row("would migrate" if dry else "migrated", str(len(report.migrated)),
+                  "not identical on the target: would be written" if dry else
+                  "written to the target" + (", re-read and verified" if verified else ""))
+    table.add_row("skipped", str(len(report.skipped)), skipped_means)
+    table.add_row("failed", str(len(report.failed)), "see FAILED lines below" if report.failed
+                  else "")
+    table.add_row("total", str(report.total), "each thread is exactly one of the above")
+    out.line(f"read as: {report.source}")
+    out.table(table)
+    which = "threads that would migrate" if dry else "migrated threads"
+    out.line(f"summary rebuilt: {len(report.rebuilt)} of the {which} ({REBUILT_MEANS})")
+    out.line(f"verified: {verified} (re-read from the target and identical to the source, "
+             "skipped threads included)" if verified else "verified: 0")
+    for tid, reason in report.failed:
+        out.line(f"  FAILED {tid!r}: {reason}")
+    for note in sorted(set(report.notes.values())):
+        out.line(f"  note: {note}")
+    if run_id:
+        out.line(f"run {run_id} logged in the target (see: memshift history --store "
+                 f"{show_url(target_url)})")
+    out.line("RESULT: " + ("OK" if report.ok else "FAILED") + (" (dry run)" if dry else ""))
+
+
+def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id: str | None,
+                     policy: dict[str, Any], source: tuple[str, str], target: tuple[str, str],
+                     shard: str | None) -> dict[str, Any]:
+    """The ``--json`` result of a migration."""
+    return {
+        "command": "migrate", "run_id": run_id, "dry_run": report.dry_run, "ok": report.ok,
+        "exit_code": code, "shard": shard,
+        "source": {"kind": source[0], "store": show_url(source[1]), "name": report.source},
+        "target": {"kind": target[0], "store": show_url(target[1]), "name": report.target},
+        "policy": policy,
+        "counts": report.counts(),
+        "skipped_by_reason": report.skipped_by_reason(),
+        "threads": {
+            "migrated": report.migrated,
+            "skipped": [{"thread_id": t, "reason": r} for t, r in report.skipped],
+            "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
+            "rebuilt": report.rebuilt,
+        },
+        "notes": sorted(set(report.notes.values())),
+        "stats": run_stats(out, report.total),
+    }

@@ -1,0 +1,163 @@
+"""The run log: one row per ``memshift`` run that wrote to a store, kept in that store.
+
+Like a schema-migration tool's history table: ``memshift_runs`` (run id, command, source and
+target with passwords masked, policy, counts, status, start and finish, memshift version,
+shard). A row is written when a run starts (status ``running``) and completed when it ends
+(``ok``, ``failed`` or ``interrupted``), so a run that was killed stays visible as
+``running``. The table is created on first use, never by a dry run; ``memshift history``
+reads it without writing.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Column, Index, MetaData, Table, Text, create_engine, inspect, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from adapters.errors import StoreError
+from adapters.stores.url import lock_key, sqlalchemy_url
+
+__all__ = ["RUNS_TABLE", "RunLog", "RunRow", "memshift_version", "read_runs"]
+
+RUNS_TABLE = "memshift_runs"
+metadata = MetaData()
+runs = Table(
+    RUNS_TABLE, metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("command", Text, nullable=False),
+    Column("source", Text),
+    Column("target", Text),
+    Column("shard", Text),
+    Column("policy", Text),  # JSON: origin, effective policy, what was recorded
+    Column("counts", Text),  # JSON: the command's result counters
+    Column("status", Text, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("finished_at", Text),
+    Column("memshift_version", Text, nullable=False),
+    Index("ix_memshift_runs_started", "started_at"),
+)
+_CREATE_LOCK = lock_key("memshift_runs setup")
+
+
+def memshift_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memshift")
+    except PackageNotFoundError:
+        from compat import __version__
+
+        return __version__
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    command: str
+    source: str | None
+    target: str | None
+    shard: str | None
+    policy: dict[str, Any] | None
+    counts: dict[str, Any] | None
+    status: str
+    started_at: str
+    finished_at: str | None
+    memshift_version: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _row(r: Any) -> RunRow:
+    return RunRow(r.run_id, r.command, r.source, r.target, r.shard,
+                  json.loads(r.policy) if r.policy else None,
+                  json.loads(r.counts) if r.counts else None, r.status, r.started_at,
+                  r.finished_at, r.memshift_version)
+
+
+def _engine(url: str) -> Engine:
+    base = url.partition("?")[0]
+    if base.startswith("sqlite:"):
+        return create_engine(base, poolclass=NullPool, connect_args={"timeout": 60})
+    return create_engine(sqlalchemy_url(base), poolclass=NullPool, hide_parameters=True,
+                         connect_args={"prepare_threshold": None, "connect_timeout": 10})
+
+
+class RunLog:
+    """Writes the run rows of one store (a SQL store; ``None`` from :meth:`open` otherwise)."""
+
+    def __init__(self, url: str, shown: str) -> None:
+        self.engine, self.shown = _engine(url), shown
+        self._created = False
+
+    @classmethod
+    def open(cls, url: str, shown: str) -> RunLog | None:
+        """The store's run log, or ``None`` for the in-memory store (nothing outlives it)."""
+        if url.partition("?")[0] in ("memory", "memory://"):
+            return None
+        return cls(url, shown)
+
+    def _create(self) -> None:
+        """Create the table once, whatever number of shards start together."""
+        if self._created:
+            return
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":  # ends with the transaction
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _CREATE_LOCK})
+                metadata.create_all(conn)
+        except SQLAlchemyError:
+            if not inspect(self.engine).has_table(RUNS_TABLE):  # lost a race: fine if it exists
+                raise
+        self._created = True
+
+    def start(self, command: str, *, source: str | None, target: str | None,
+              shard: str | None, policy: dict[str, Any] | None) -> str:
+        run_id = uuid.uuid4().hex
+        values = {"run_id": run_id, "command": command, "source": source, "target": target,
+                  "shard": shard, "policy": json.dumps(policy, default=str) if policy else None,
+                  "status": "running", "started_at": _now(),
+                  "memshift_version": memshift_version()}
+        self._write(lambda conn: conn.execute(runs.insert(), values))
+        return run_id
+
+    def finish(self, run_id: str, status: str, counts: dict[str, Any]) -> None:
+        values = {"status": status, "counts": json.dumps(counts, default=str),
+                  "finished_at": _now()}
+        self._write(lambda conn: conn.execute(
+            runs.update().where(runs.c.run_id == run_id).values(**values)))
+
+    def _write(self, body: Any) -> None:
+        try:
+            self._create()
+            with self.engine.begin() as conn:
+                body(conn)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot write the run log ({RUNS_TABLE}) in {self.shown}: "
+                             f"{type(exc).__name__}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def read_runs(engine: Engine, limit: int | None = None) -> list[RunRow]:
+    """Runs, oldest first (the newest ``limit`` of them); ``[]`` when none were logged."""
+    if not inspect(engine).has_table(RUNS_TABLE):
+        return []
+    query = select(runs).order_by(runs.c.started_at.desc(), runs.c.run_id)
+    if limit is not None:
+        query = query.limit(limit)
+    with engine.connect() as conn:
+        rows = [_row(r) for r in conn.execute(query)]
+    return list(reversed(rows))
