@@ -18,7 +18,9 @@ from langchain_core.prompts import PromptTemplate
 from adapters.errors import ConfigError
 from adapters.redaction import resolve_redactor
 from adapters.structured import STRUCTURED_PROMPT
-from adapters.tokens import TokenCounter, is_additive, is_monotonic, resolve_token_counter
+from adapters.tokens import (
+    TokenCounter, count_tokens_cjk, is_additive, is_monotonic, resolve_token_counter,
+)
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "FoldPlan", "MemoryPolicy"]
 
@@ -219,9 +221,7 @@ class MemoryPolicy:
         """The fold rule as plain data, stored with every fold record so that tools
         (migrate, resummarize, replay) can use the policy a thread was folded with."""
         out: dict[str, Any] = {name: getattr(self, name) for name in self.RECORDED}
-        counter = self.token_counter
-        out["token_counter"] = counter if isinstance(counter, str) or counter is None \
-            else getattr(counter, "__name__", type(counter).__name__)
+        out["token_counter"] = _counter_spec(self.token_counter)
         out["prompt_version"] = self.prompt_version
         return out
 
@@ -231,8 +231,8 @@ class MemoryPolicy:
         resolvable and falls back to the default counter)."""
         kwargs: dict[str, Any] = {k: data[k] for k in cls.RECORDED if k in data}
         counter = data.get("token_counter")
-        if isinstance(counter, str):
-            kwargs["token_counter"] = counter
+        if isinstance(counter, str) and not counter.startswith("callable:"):
+            kwargs["token_counter"] = counter  # a callable cannot be rebuilt: the default
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -362,6 +362,19 @@ def _first_fit(cuts: list[int], fits: Callable[[int], bool]) -> int:
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
     r"too many (input )?tokens|input is too long|ContextOverflow", re.I)
+
+
+def _counter_spec(counter: str | TokenCounter | None) -> str | None:
+    """A counter as loadable data: ``None`` (the default), an encoding name, or
+    ``callable:<name>`` for a user function (recorded, not loadable)."""
+    if counter is None or isinstance(counter, str):
+        return counter
+    if counter is count_tokens_cjk:
+        return None
+    name = getattr(counter, "__name__", type(counter).__name__)
+    if name.startswith("tiktoken_"):
+        return name.removeprefix("tiktoken_")
+    return f"callable:{name}"
 
 
 def _newest_turn_start(window: Sequence[BaseMessage]) -> int:

@@ -105,3 +105,20 @@ def test_one_summarizer_factory_gives_llm_and_cli_model_the_same_input(monkeypat
         assert isinstance(built, StructuredSummarizer) and built.json_summary
         assert built.inner.llm is model and built.inner.max_tokens == 50
         assert built.inner.prompt.template == policy.prompt.template
+
+
+def test_the_recorded_policy_rebuilds_the_same_rule() -> None:
+    from adapters.tokens import count_tokens_cjk, tiktoken_counter
+
+    for counter, expected in ((None, None), ("o200k_base", "o200k_base"),
+                              (count_tokens_cjk, None), (tiktoken_counter("cl100k_base"), "cl100k_base"),
+                              (lambda ms: 1, "callable:<lambda>")):
+        policy = MemoryPolicy(max_tokens=300, keep_tokens=120, max_messages=40, cut="message",
+                              token_counter=counter, max_summary_tokens=90)
+        data = policy.recorded()
+        assert data["token_counter"] == expected and data["prompt_version"] == policy.prompt_version
+        again = MemoryPolicy.from_recorded(data)
+        assert again.recorded()["token_counter"] == (None if expected and expected.startswith(
+            "callable:") else expected)  # a user function cannot be rebuilt: the default
+        assert {k: v for k, v in again.recorded().items() if k != "token_counter"} == \
+            {k: v for k, v in data.items() if k != "token_counter"}
