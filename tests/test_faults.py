@@ -179,7 +179,8 @@ def test_a_retried_turn_is_stored_once(backend: str, kind: str, fresh_store) -> 
 
 def test_a_hung_summarizer_times_out_and_the_fold_is_retried_later() -> None:
     gate = _Gate()
-    policy = MemoryPolicy(max_tokens=120, keep_tokens=80, summary_timeout=0.2, summary_retries=0)
+    policy = MemoryPolicy(max_tokens=120, keep_tokens=80, summary_timeout=0.2, summary_retries=0,
+                          retry_backoff=0)  # the timeout is tested here, not the backoff
     with SummaryMemory(backend="middleware", policy=policy, summarizer=gate) as memory:
         for i in range(4):
             memory.save("A", *filler_turn("A", i, 8))  # each fold attempt times out
