@@ -43,7 +43,7 @@ from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
 from adapters.summarizer import Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
-from adapters.view import MemoryView, ThreadRecord, message_signature
+from adapters.view import MemoryView, ThreadRecord, detach, message_signature
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine"]
 
@@ -281,9 +281,12 @@ class MemoryEngine:
         policy = self.policy
         start = time.perf_counter()
         try:
+            folded = job.folded  # stored objects may be shared: the summarizer gets copies
+            if self.store.shares_messages:
+                folded = tuple(detach(m) for m in folded)
             text = yield from summarize_in_chunks(
                 self.summarizer, policy, job.summary,
-                redact_messages(for_summarizer(job.folded), policy.redactor), thread_id)
+                redact_messages(for_summarizer(folded), policy.redactor), thread_id)
             if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
                 text = policy.redactor(text)
         except SummarizerError as exc:
