@@ -54,7 +54,7 @@ def test_terminated_connections_lose_no_returned_turn(backend: str, fresh_store,
             killed += len(admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchall())
-            time.sleep(0.03)
+            time.sleep(0.1)  # often enough to cut saves mid-transaction, rarely enough to finish
     for child in children:
         out, err = child.communicate(timeout=60)
         assert child.returncode == 0, err[-2000:]
