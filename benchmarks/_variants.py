@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from adapters.backends.middleware import split_summary
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
 
-__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload"]
+__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "run_workers", "stock_graph"]
 
 warnings.filterwarnings("ignore")
 Op = Callable[[str, int], None]
@@ -51,6 +52,17 @@ WORKLOADS = {
     "rare": Workload("rare", "rare folds", 100_000, 100_000),
     "folding": Workload("folding", "a fold every ~5 turns", 400, 200),
 }
+
+
+def run_workers(fn: Callable[[int], None], workers: int) -> float:
+    """Seconds for ``workers`` threads each running ``fn(worker_index)`` to finish."""
+    threads = [threading.Thread(target=fn, args=(w,)) for w in range(workers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
 
 
 def memshift(backend: str) -> Callable[[str, Workload], Made]:

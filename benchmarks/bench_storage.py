@@ -17,8 +17,6 @@ import pickle
 import sqlite3
 import sys
 import tempfile
-import threading
-import time
 import uuid
 import warnings
 from pathlib import Path
@@ -28,32 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
-from langchain.agents.middleware import SummarizationMiddleware  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
+from _variants import WORKLOADS, run_workers, stock_graph  # noqa: E402
 
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
-from adapters.backends.middleware import split_summary  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
 
 POLICY = MemoryPolicy(max_tokens=400, keep_tokens=200)
-
-
-def stock_graph(saver):
-    summarizer = DeterministicSummarizer()
-
-    def summarize(messages):
-        _, summary, rest = split_summary(messages)
-        return summarizer.summarize(summary, rest)
-
-    mw = SummarizationMiddleware(SummarizerChatModel(summarizer=summarizer), trigger=("tokens", 400),
-                                 keep=("tokens", 200), token_counter=count_tokens_cjk,
-                                 summarizer=summarize)
-    builder = StateGraph(MessagesState)
-    builder.add_node("fold", lambda state: mw.before_model(state, None) or {})
-    builder.add_edge(START, "fold")
-    builder.add_edge("fold", END)
-    return builder.compile(checkpointer=saver)
 
 
 def sqlite_bytes(path: str) -> int:
@@ -124,7 +103,7 @@ def storage(kind: str, turns: int, pg_dsn: str | None) -> tuple[tuple[int, int],
                 conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
                 saver = PostgresSaver(conn)
                 saver.setup()
-            graph = stock_graph(saver)
+            graph = stock_graph(saver, WORKLOADS["folding"])  # trigger 400, keep 200
             for i in range(turns):
                 human, ai = filler_turn("t", i, 30)
                 from langchain_core.messages import AIMessage, HumanMessage
@@ -197,13 +176,7 @@ def throughput(dsn: str, workers: int, turns: int) -> tuple[float, float]:
     memory = SummaryMemory(backend="classic", store=url, policy=POLICY)
 
     def run(fn) -> float:
-        threads = [threading.Thread(target=fn, args=(w,)) for w in range(workers)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return workers * turns / (time.perf_counter() - start)
+        return workers * turns / run_workers(fn, workers)
 
     def ours(w: int) -> None:
         for i in range(turns):

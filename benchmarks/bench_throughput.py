@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -34,7 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from _variants import CONTENDERS, PAIRS, WORKLOADS, Workload, statements_per_op  # noqa: E402
+from _variants import (  # noqa: E402
+    CONTENDERS, PAIRS, WORKLOADS, Workload, run_workers, statements_per_op,
+)
 from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 
 PROCS = 4  # processes in the multi-process column, 8 threads each
@@ -47,13 +48,7 @@ def rate(op: Callable[[str, int], None], threads: int, turns: int) -> float:
     def work(w: int) -> None:
         for i in range(turns):
             op(f"{tag}-{w}", i)
-    workers = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
-    start = time.perf_counter()
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    return threads * turns / (time.perf_counter() - start)
+    return threads * turns / run_workers(work, threads)
 
 
 def _proc(name: str, url: str, work: str, turns: int, go: Any, out: Any) -> None:
