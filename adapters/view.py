@@ -32,8 +32,9 @@ def detach(message: BaseMessage) -> BaseMessage:
     copy = object.__new__(type(message))
     _set(copy, "__dict__", fields)
     _set(copy, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
-    _set(copy, "__pydantic_extra__", message.__pydantic_extra__)
-    _set(copy, "__pydantic_private__", message.__pydantic_private__)
+    # both are None or empty here; an empty dict must not be shared either
+    _set(copy, "__pydantic_extra__", None if message.__pydantic_extra__ is None else {})
+    _set(copy, "__pydantic_private__", None if message.__pydantic_private__ is None else {})
     return copy
 
 
