@@ -8,7 +8,6 @@ tests (``tests/test_upstream.py``) prove the stock entry points still call the o
 from __future__ import annotations
 
 import functools
-
 import sqlite3
 from importlib import metadata
 from typing import Any

@@ -236,7 +236,8 @@ class ShadowEngine:
 
     def _restore(self, record: ThreadRecord, expect_last_id: str | None, fold_record: Any,
                  also: Any = None) -> Steps[bool]:
-        """The primary's restore steps; the candidate follows inline when they commit."""
+        """The primary's restore steps; when they commit, the candidate's restore is queued
+        behind its pending saves and waited for (up to ``timeout``)."""
         if not (yield from self.primary._restore(record, expect_last_id, fold_record, also)):
             return False
         # Through the queue, after the candidate's pending saves: run inline, a save still
@@ -254,7 +255,8 @@ class ShadowEngine:
 
     def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
                 fold_record: Any = None, also: Any = None) -> bool:
-        """The candidate runs inline: migration and resummarize expect both sides written."""
+        """Returns once both sides are written (the candidate within ``timeout``):
+        migration and resummarize expect both."""
         return run_sync(self._restore(record, expect_last_id, fold_record, also))
 
     def drain(self, timeout: float | None = None) -> None:
