@@ -5,7 +5,9 @@
    the previous 4-chars-per-token formula.
 2. Speed: ``count_tokens_approximately`` time / ours on the same message lists (> 1: we are
    faster), median of interleaved repetitions; warm (the memo has seen the texts, as when a
-   window is recounted every turn) and cold (memo cleared before every call).
+   window is recounted every turn) and cold (memo cleared before every call); then cold first
+   counts of fresh strings (never hashed, never counted) by size: short chat messages (20-300
+   characters), paragraphs of the seeds and conversations, and a 12 KB document.
 3. ``MemoryPolicy.plan_fold`` for windows of 100/200/400/800 messages: the built-in counter
    (each message counted once) vs the same counter unmarked (the plain scan, one count per
    candidate tail, as before); the ratio per doubling is ~2 when linear, ~4 when quadratic.
@@ -123,6 +125,44 @@ def speed(lists: dict[str, list[BaseMessage]], reps: int) -> None:
         print(f"  {name:<30}{before:>9.3f}{warm:>8.2f}{speed_ratio(cold, stock, reps):>8.3f}")
 
 
+def _fresh(texts: Sequence[str], copies: int) -> list[list[BaseMessage]]:
+    """``copies`` lists of messages whose strings are new objects (no cached hash, no memo)."""
+    return [[HumanMessage((t + " ")[:-1]) for t in texts] for _ in range(copies)]
+
+
+def cold_buckets(lists: dict[str, list[BaseMessage]], reps: int) -> None:
+    """First counts of never-seen strings: the memo and the str hash cache cannot help."""
+    print("\ncold first count of fresh strings: count_tokens_approximately time / ours (>= 0.5)")
+    texts = [message_text(m) for ms in lists.values() for m in ms]
+    buckets = {
+        "short chat (20-300 chars)": [t for t in texts if 20 <= len(t) <= 300][:400],
+        "paragraphs (all lines)": [t for name, ms in lists.items() if "paragraphs" in name
+                                   for t in (message_text(m) for m in ms)][:400],
+        "12 KB document": [max((message_text(ms[0]) for name, ms in lists.items()
+                                if name.endswith("whole")), key=lambda t: len(t.encode()),
+                               default="x " * 6000)],
+    }
+    for label, bucket in buckets.items():
+        if not bucket:
+            continue
+        ratios = []
+        for _ in range(reps):
+            ours_lists, stock_lists = _fresh(bucket, 4), _fresh(bucket, 4)
+            tokens._MEMO.clear()
+            start = time.perf_counter()
+            for ms in stock_lists:
+                count_tokens_approximately(ms)
+            stock = time.perf_counter() - start
+            start = time.perf_counter()
+            for ms in ours_lists:
+                tokens._MEMO.clear()
+                count_tokens_cjk(ms)
+            ratios.append(stock / (time.perf_counter() - start))
+        chars = sum(map(len, bucket)) / len(bucket)
+        print(f"  {label:<30}{len(bucket):>5} texts, {chars:>7.0f} chars avg: "
+              f"{statistics.median(ratios):.3f}")
+
+
 def plan_fold_scaling(lists: dict[str, list[BaseMessage]], reps: int) -> None:
     print("\nplan_fold: milliseconds per plan, and growth per doubling of the window")
     source = [m for ms in lists.values() if len(ms) > 1 for m in ms]
@@ -155,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     lists = corpora(seed_dir(args.seeds))
     accuracy(lists)
     speed(lists, args.reps)
+    cold_buckets(lists, args.reps)
     plan_fold_scaling(lists, args.reps)
     return 0
 
