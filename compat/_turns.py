@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -58,9 +57,9 @@ def _check_content(message: BaseMessage) -> None:
     other blocks (image, audio, file, tool use). Only other shapes are refused."""
     content = message.content
     if type(content) is str and content.isascii() and "\x00" not in content \
-            and not getattr(message, "tool_calls", None):
+            and not message.__dict__.get("tool_calls"):  # (getattr: pydantic's slow fallback)
         return  # the common case, decided without walking anything
-    texts = list(_texts([content, getattr(message, "tool_calls", None)]))
+    texts = list(_texts([content, message.__dict__.get("tool_calls")]))
     if not all(_encodable(t) for t in texts):
         raise ContentError(f"{message.type} message text is not valid Unicode (a lone surrogate); "
                            "nothing was stored")
@@ -89,9 +88,7 @@ def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
     else:
         raise ContentError(f"{side} must be text, text blocks or a BaseMessage, got {type(value).__name__}")
     _check_content(message)
-    if message.id is None:
-        message.id = str(uuid.uuid4())
-    return message
+    return message  # a message without an id gets one from the engine (no retry check needed)
 
 
 def as_turn(human: Any, ai: Any) -> list[BaseMessage]:

@@ -25,6 +25,9 @@ from adapters.staged import StagedEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.shadow import ShadowEngine
 from adapters.summarizer import build_summarizer, summarizer_name
+from adapters.engine import MemoryEngine
+from adapters.stores.own_saver import OwnSaver
+from compat._adopt import legacy_adopter
 from compat._engines import Engine, build_engine
 from compat._keys import resolve_input, resolve_output
 from compat._stock import StockSurface
@@ -96,18 +99,15 @@ class SummaryMemory(StockSurface, BaseMemory):
         known = set(fields) | {f.alias for f in fields.values() if f.alias}
         unknown = sorted(set(kwargs) - known)
         if unknown:
-            raise UnknownArgumentError(
-                f"SummaryMemory got unexpected keyword(s) {unknown}; accepted: "
-                f"{sorted(type(self).model_fields)}"
-            )
+            raise UnknownArgumentError(f"SummaryMemory got unexpected keyword(s) {unknown}; "
+                                       f"accepted: {sorted(type(self).model_fields)}")
         super().__init__(**kwargs)
         # Built after validation (not in model_post_init) so memshift errors keep their type.
         name = self.backend or os.environ.get(BACKEND_ENV) or "classic"
         if name not in (*BACKENDS, "shadow", "staged"):
-            raise ConfigError(
-                f"unknown backend {name!r} (from {'argument' if self.backend else BACKEND_ENV}); "
-                f"use one of {sorted((*BACKENDS, 'shadow', 'staged'))}"
-            )
+            raise ConfigError(f"unknown backend {name!r} (from "
+                              f"{'argument' if self.backend else BACKEND_ENV}); "
+                              f"use one of {sorted((*BACKENDS, 'shadow', 'staged'))}")
         check_upstream()
         self._policy = self._resolve_policy()
         if self.max_token_limit is None:  # stock reads it: the effective limit, not None
@@ -118,17 +118,17 @@ class SummaryMemory(StockSurface, BaseMemory):
             check_thread_id(self.thread_id)
         self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))
         if self.own_checkpointer is not None:
-            from adapters.stores.own_saver import OwnSaver
-
             self._store.checkpoints = OwnSaver(self.own_checkpointer, self._store.checkpoints.keep)
         if self.legacy_history is not None and self.thread_id is None:
             session = getattr(self.legacy_history, "session_id", None)
             if isinstance(session, str) and session:  # keyed by the history's own session id
                 self.__dict__["thread_id"] = session
         self._backend = build_engine(self, name, summarizer)
-        from compat._adopt import legacy_adopter
-
         self._adopter = legacy_adopter(self)
+
+    def __getattr__(self, name: str) -> Any:  # private attributes: pydantic's takes ~3 µs
+        private = None if name.startswith("__") else self.__pydantic_private__  # no recursion
+        return private[name] if private and name in private else super().__getattr__(name)
 
     @field_serializer("store", "target_store")
     def _dump_store(self, value: Any) -> str | None:
@@ -160,10 +160,8 @@ class SummaryMemory(StockSurface, BaseMemory):
         if policy is None:
             policy = MemoryPolicy(max_tokens=self.max_token_limit or DEFAULT_MAX_TOKEN_LIMIT)
         elif self.max_token_limit is not None and self.max_token_limit != policy.max_tokens:
-            raise ConfigError(
-                f"max_token_limit={self.max_token_limit} conflicts with "
-                f"policy.max_tokens={policy.max_tokens}; pass one of them"
-            )
+            raise ConfigError(f"max_token_limit={self.max_token_limit} conflicts with "
+                              f"policy.max_tokens={policy.max_tokens}; pass one of them")
         if self.prompt is not None:
             policy = replace(policy, summary_prompt=self.prompt)  # type: ignore[arg-type]
         return policy
@@ -195,8 +193,7 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def for_thread(self, thread_id: str) -> SummaryMemory:
         """A view of this memory bound to one thread (same backend and store)."""
-        bound = self.model_copy(update={"thread_id": check_thread_id(thread_id)})
-        return bound
+        return self.model_copy(update={"thread_id": check_thread_id(thread_id)})
 
     def _thread(self, thread_id: str | None) -> str:
         """The thread a call is about: explicit, else bound, else (in-memory store only) this
@@ -228,22 +225,26 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def save(self, thread_id: str | None, human: Any, ai: Any) -> None:
         """Store one turn: ``human`` str|message; ``ai`` str|message|list (an agent turn)."""
-        self.save_messages(thread_id, as_turn(human, ai))
+        self._save(thread_id, as_turn(human, ai))  # fresh: no as_messages (it would copy again)
 
     async def asave(self, thread_id: str | None, human: Any, ai: Any) -> None:
-        await self.asave_messages(thread_id, as_turn(human, ai))
+        await self._asave(thread_id, as_turn(human, ai))
 
     def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
         """Store already-built messages as one turn (transcript, window and state in one
         transaction; the fold, if due, after it commits)."""
-        tid = self._touch(thread_id)
-        stored = self._backend.save(tid, as_messages(messages))
+        self._save(thread_id, as_messages(messages))
+
+    async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
+        await self._asave(thread_id, as_messages(messages))
+
+    def _save(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
+        stored = self._backend.save(tid := self._touch(thread_id), turn)
         if self._adopter is not None:
             self._adopter.after_save(tid, stored)
 
-    async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        tid = self._touch(thread_id)
-        stored = await self._backend.asave(tid, as_messages(messages))
+    async def _asave(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
+        stored = await self._backend.asave(tid := self._touch(thread_id), turn)
         if self._adopter is not None:
             self._adopter.after_save(tid, stored)
 
@@ -293,8 +294,7 @@ class SummaryMemory(StockSurface, BaseMemory):
                                        summarizer=summarizer_name(summarizer),
                                        backend=self.backend_name, started=start)
             last = transcript[-1].id if transcript else None
-            if self._backend.restore(record, expect_last_id=last,
-                                     fold_record=fold):
+            if self._backend.restore(record, expect_last_id=last, fold_record=fold):
                 return self.load(tid)
         raise StoreError(f"resummarize gave up after {attempts} attempts: the thread kept "
                          "receiving turns; retry when it is quiet")
@@ -353,10 +353,9 @@ class SummaryMemory(StockSurface, BaseMemory):
             sides = [self._backend.engines["middleware"]]
         backend = next((b for b in sides if b.name == "middleware"), sides[0])
         if backend.name != "middleware":
-            raise ConfigError(
-                f"memory.{what} is for the middleware backend; this memory runs "
-                f"{self.backend_name!r}. Migrate the threads, then use backend='middleware'."
-            )
+            raise ConfigError(f"memory.{what} is for the middleware backend; this memory runs "
+                              f"{self.backend_name!r}. Migrate the threads, then use "
+                              "backend='middleware'.")
         return backend
 
     # -- classic drop-in (BaseMemory) ---------------------------------------------------
@@ -381,16 +380,19 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def _render(self, view: MemoryView) -> dict[str, Any]:
         messages = self.prompt_messages(view)
-        if self.return_messages:
-            return {self.memory_key: messages}
-        return {self.memory_key: get_buffer_string(
+        return {self.memory_key: messages if self.return_messages else get_buffer_string(
             messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)}
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return self._render(self.load((inputs or {}).get(self.thread_key)))
+        tid = self._touch((inputs or {}).get(self.thread_key))
+        return self._render(self._backend.load(tid, **self._copies()))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return self._render(await self.aload((inputs or {}).get(self.thread_key)))
+        tid = self._touch((inputs or {}).get(self.thread_key))
+        return self._render(await self._backend.aload(tid, **self._copies()))
+
+    def _copies(self) -> dict[str, bool]:  # a string rendering only reads: no copy of the window
+        return {"detached": self.return_messages} if isinstance(self._backend, MemoryEngine) else {}
 
     def _turn_from(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> tuple[str, list]:
         tid = self._thread(inputs.get(self.thread_key))
@@ -400,12 +402,10 @@ class SummaryMemory(StockSurface, BaseMemory):
         return tid, as_turn(human, ai)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        tid, turn = self._turn_from(inputs, outputs)
-        self.save_messages(tid, turn)
+        self._save(*self._turn_from(inputs, outputs))
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        tid, turn = self._turn_from(inputs, outputs)
-        await self.asave_messages(tid, turn)
+        await self._asave(*self._turn_from(inputs, outputs))
 
     def clear(self, thread_id: str | None = None) -> None:
         """Forget the thread's summary and window (the audit transcript is kept)."""

@@ -65,6 +65,11 @@ class MemoryBackend(ABC):
     def view(self, thread_id: str, state: Any) -> MemoryView:
         """What ``load`` returns for a state."""
 
+    def shared_view(self, thread_id: str, state: Any) -> MemoryView:
+        """``view`` for a caller that only reads it and lets nothing escape (a string
+        rendering): it may share the store's messages. By default the detached ``view``."""
+        return self.view(thread_id, state)
+
     @abstractmethod
     def clear_writes(self) -> Any:
         """Writes that forget the thread's summary and window."""

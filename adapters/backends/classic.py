@@ -74,22 +74,27 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         """Fold per the policy; the summary and the shorter window are written together."""
         history = self.chat_memory
         window = list(history.messages)  # a copy: never mutate what a getter returned
-        plan = self._policy.plan_fold(window)
-        if not plan.cutoff or self._fold is None:
+        # private attributes straight from pydantic's slot (its __getattr__ costs ~2 µs each)
+        private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
+        policy, fold = private["_policy"], private["_fold"]
+        if not policy.trigger_reason(window):  # one count of the window, like stock's prune;
+            return  # plan_fold would answer "no cut" after counting message by message
+        plan = policy.plan_fold(window)
+        if not plan.cutoff or fold is None:
             return
-        summary = self._fold(self.moving_summary_buffer, self._folds, window, plan)
+        summary = fold(self.moving_summary_buffer, private["_folds"], window, plan)
         if summary is None:
             return
         assert isinstance(history, StepWindow)
         snapshot, writes = history.snapshot, history.writes
         dropped = snapshot.rows[: plan.cutoff]
         del snapshot.window[: plan.cutoff], snapshot.rows[: plan.cutoff]
-        self._folds += 1
+        folds = private["_folds"] = private["_folds"] + 1
         if None in dropped:  # the cut reaches messages of this step: write the result whole
             writes.append.clear()
-            writes.replace = (summary, self._folds, list(snapshot.window))
+            writes.replace = (summary, folds, list(snapshot.window))
         else:
-            writes.fold = (summary, self._folds, dropped)
+            writes.fold = (summary, folds, dropped)
         self.moving_summary_buffer = summary
         self.folded = True
 
@@ -129,11 +134,11 @@ class ClassicBackend(MemoryBackend):
                 return_messages=True,
             )
             memory._policy = self.policy
-        fields = memory.__dict__
+        fields, private = memory.__dict__, memory.__pydantic_private__
         fields["chat_memory"] = StepWindow(snapshot, writes or ClassicWrites())
         fields["moving_summary_buffer"] = snapshot.summary
         fields["folded"] = False
-        memory._fold, memory._folds = fold, snapshot.folds
+        private["_fold"], private["_folds"] = fold, snapshot.folds  # type: ignore[index]
         return memory
 
     # -- I/O ---------------------------------------------------------------------------------
@@ -171,15 +176,18 @@ class ClassicBackend(MemoryBackend):
         changed = bool(writes.append or writes.fold or writes.replace or writes.clear)
         return (writes if changed else None), memory.folded
 
-    def view(self, thread_id: str, state: ClassicSnapshot) -> MemoryView:
+    def view(self, thread_id: str, state: ClassicSnapshot, detached: bool = True) -> MemoryView:
         memory = self.memory_for(state)
         buffer = memory.load_memory_variables({})[memory.memory_key]
         summary = memory.moving_summary_buffer
         head, window = (buffer[0], buffer[1:]) if summary else (None, buffer)
-        if self.store.shares_messages:  # the view is the caller's to edit, the store is not
-            window = [detach(m) for m in window]
+        if detached and self.store.shares_messages:  # the view is the caller's to edit, the
+            window = [detach(m) for m in window]  # store is not
         return MemoryView(thread_id=thread_id, summary=summary, messages=window,
-                          folds=memory._folds, summary_message=head, backend=self.name)
+                          folds=state.folds, summary_message=head, backend=self.name)
+
+    def shared_view(self, thread_id: str, state: ClassicSnapshot) -> MemoryView:
+        return self.view(thread_id, state, detached=False)
 
     def clear_writes(self) -> ClassicWrites:
         return ClassicWrites(clear=True)

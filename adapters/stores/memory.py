@@ -29,6 +29,28 @@ class MemoryTx(Tx):
         super().__init__(thread_id)
         self.lock = lock
         self.undo: list[Callable[[], None]] = []
+        # id(message handed in) -> (that message, the store's copy of it): a turn is copied
+        # once for the transcript and the window (the store never edits what it holds)
+        self.copies: dict[int, tuple[BaseMessage, BaseMessage]] = {}
+
+    def copy(self, message: BaseMessage) -> BaseMessage:
+        """The store's own copy of ``message``, made once per transaction."""
+        known = self.copies.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        self.copies[id(message)] = (message, copy := _copy(message))
+        return copy
+
+
+class _Window:
+    """A classic thread's window: row keys and messages side by side (no tuple per row).
+    Appends extend in place; a fold, a replacement or a clear installs new lists, so the
+    undo of an append is a truncation and the others restore the previous lists."""
+
+    __slots__ = ("rows", "messages")
+
+    def __init__(self, rows: list[int], messages: list[BaseMessage]) -> None:
+        self.rows, self.messages = rows, messages
 
 
 class _MemoryClassic(ClassicState):
@@ -36,46 +58,64 @@ class _MemoryClassic(ClassicState):
         self._guard = guard
         self._rows = itertools.count(1)
         self._state: dict[str, tuple[str, int]] = {}
-        self._windows: dict[str, list[tuple[int, BaseMessage]]] = {}
+        self._windows: dict[str, _Window] = {}
 
     def _remember(self, tx: Tx) -> None:
+        """Undo for a write that installs a new window and state."""
         tid = tx.thread_id
-        state, window = self._state.get(tid), list(self._windows.get(tid, []))
+        state, window = self._state.get(tid), self._windows.get(tid)
 
         def undo() -> None:
             if state is None:
                 self._state.pop(tid, None)
             else:
                 self._state[tid] = state
-            self._windows[tid] = window
+            if window is None:
+                self._windows.pop(tid, None)
+            else:
+                self._windows[tid] = window
         assert isinstance(tx, MemoryTx)
         tx.undo.append(undo)
 
     def read(self, tx: Tx) -> ClassicSnapshot:
         with self._guard:
             summary, folds = self._state.get(tx.thread_id, ("", 0))
-            rows = self._windows.get(tx.thread_id, [])
-            return ClassicSnapshot(summary, folds, [m for _, m in rows], [r for r, _ in rows])
+            window = self._windows.get(tx.thread_id)
+            if window is None:
+                return ClassicSnapshot(summary, folds, [], [])
+            return ClassicSnapshot(summary, folds, list(window.messages), list(window.rows))
 
-    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
+    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        assert isinstance(tx, MemoryTx)
         with self._guard:
-            self._remember(tx)
-            new = [(next(self._rows), _copy(m)) for m in messages]
-            self._windows.setdefault(tx.thread_id, []).extend(new)
-            return [r for r, _ in new]
+            window = self._windows.get(tx.thread_id)
+            if window is None:
+                window = self._windows[tx.thread_id] = _Window([], [])
+            size, rows = len(window.rows), [next(self._rows) for _ in messages]
+
+            def undo() -> None:
+                del window.rows[size:], window.messages[size:]
+                if not window.rows and self._windows.get(tx.thread_id) is window:
+                    del self._windows[tx.thread_id]
+            tx.undo.append(undo)
+            window.rows.extend(rows)
+            window.messages.extend([tx.copy(m) for m in messages])
 
     def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
         with self._guard:
             self._remember(tx)
-            doomed = set(drop)
-            self._windows[tx.thread_id] = [
-                (r, m) for r, m in self._windows.get(tx.thread_id, []) if r not in doomed]
+            doomed, window = set(drop), self._windows.get(tx.thread_id)
+            kept = [] if window is None else [
+                (r, m) for r, m in zip(window.rows, window.messages) if r not in doomed]
+            self._windows[tx.thread_id] = _Window([r for r, _ in kept], [m for _, m in kept])
             self._state[tx.thread_id] = (summary, folds)
 
     def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
+        assert isinstance(tx, MemoryTx)
         with self._guard:
             self._remember(tx)
-            self._windows[tx.thread_id] = [(next(self._rows), _copy(m)) for m in window]
+            self._windows[tx.thread_id] = _Window([next(self._rows) for _ in window],
+                                                  [tx.copy(m) for m in window])
             self._state[tx.thread_id] = (summary, folds)
 
     def clear(self, tx: Tx) -> None:
@@ -131,7 +171,8 @@ class MemoryStore(Store):
         return self.checkpoints.keep
 
     def begin(self, thread_id: str, write: bool = True) -> Tx:
-        lock = self._stripe(thread_id) if write else None
+        # the stripe by Python's (cached) string hash: this process is the whole store
+        lock = self._stripes[hash(thread_id) % self.lock_stripes] if write else None
         if lock is not None:
             lock.acquire()
         return MemoryTx(thread_id, lock)
@@ -168,7 +209,7 @@ class MemoryStore(Store):
             for message in messages:
                 if message.id is not None and message.id in ids:
                     continue
-                log.append(_copy(message))
+                log.append(tx.copy(message))
                 if message.id is not None:
                     ids.add(message.id)
 
