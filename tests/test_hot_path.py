@@ -88,11 +88,21 @@ def _statements(url: str, backend: str, action: Any) -> list[str]:
     def on_begin(conn: Any) -> None:
         seen.append("BEGIN")
 
+    from adapters.stores.batch import Batch
+
+    real_flush = Batch.flush
+
+    def flush(self: Batch, sql: str | None = None, params: Any = None) -> Any:  # PostgreSQL
+        seen.extend(q.split()[0].upper() for q in [*self._pending, *([sql] if sql else [])])
+        return real_flush(self, sql, params)
+
     event.listen(Engine, "before_cursor_execute", on_execute)
     event.listen(Engine, "begin", on_begin)
+    Batch.flush = flush  # type: ignore[method-assign]
     try:
         action()
     finally:
+        Batch.flush = real_flush  # type: ignore[method-assign]
         event.remove(Engine, "before_cursor_execute", on_execute)
         event.remove(Engine, "begin", on_begin)
     return seen
@@ -137,3 +147,124 @@ def test_postgres_loads_send_no_begin_or_commit(fresh_store: Any) -> None:
     assert real_execute is psycopg.Connection.execute
     assert sent == ["SELECT"], sent
     memory.close()
+
+
+def test_a_message_with_pydantic_extras_takes_the_deep_copy() -> None:
+    message = HumanMessage("x", id="e1", custom={"nested": [1]})  # type: ignore[call-arg]
+    out = detach(message)
+    assert out == message.model_copy(deep=True)
+    out.__pydantic_extra__["custom"]["nested"].append(2)  # type: ignore[index]
+    assert message.__pydantic_extra__ == {"custom": {"nested": [1]}}
+
+
+def _counting_detach(monkeypatch: Any) -> list[int]:
+    import adapters.backends.classic as classic
+
+    calls: list[int] = []
+    real = classic.detach
+
+    def counting(message: Any) -> Any:
+        calls.append(1)
+        return real(message)
+    monkeypatch.setattr(classic, "detach", counting)
+    return calls
+
+
+def test_a_string_rendering_copies_nothing_and_a_message_view_copies_everything(
+        monkeypatch: Any) -> None:
+    text = SummaryMemory(backend="classic", store="memory")
+    msgs = SummaryMemory(backend="classic", store="memory", return_messages=True)
+    for memory in (text, msgs):
+        memory.save_context({"input": "hi"}, {"output": "hello"})
+    calls = _counting_detach(monkeypatch)
+    assert text.load_memory_variables({}) == {"history": "Human: hi\nAI: hello"}
+    assert calls == []
+    loaded = msgs.load_memory_variables({})["history"]
+    assert len(calls) == 2 and [m.content for m in loaded] == ["hi", "hello"]
+    loaded[0].content = "tampered"  # the message view is the caller's; the store is not
+    assert [m.content for m in msgs.load().messages] == ["hi", "hello"]
+    assert msgs.transcript(msgs._private_thread)[0].content == "hi"
+
+
+def test_the_store_keeps_its_own_copy_of_a_turn_shared_by_transcript_and_window() -> None:
+    memory = SummaryMemory(backend="classic", store="memory")
+    human, ai = HumanMessage("q", id="q1"), AIMessage("a", id="a1")
+    memory.save("t", human, ai)
+    human.content, ai.content = "edited by the caller", "edited too"
+    store = memory._store
+    window = store.classic._windows["t"].messages
+    log = store._transcripts["t"]
+    assert [m.content for m in window] == ["q", "a"] and [m.content for m in log] == ["q", "a"]
+    assert all(w is t for w, t in zip(window, log, strict=True))  # one copy, two indexes
+    assert all(w is not m for w, m in zip(window, (human, ai), strict=True))
+    memory.transcript("t")[0].content = "x"
+    memory.load("t").messages[1].content = "y"
+    assert [m.content for m in memory.load("t").messages] == ["q", "a"]
+    assert [m.content for m in memory.transcript("t")] == ["q", "a"]
+
+
+def test_memory_store_writes_roll_back_exactly() -> None:
+    from adapters.stores.memory import MemoryStore
+
+    store = MemoryStore()
+    with store.transaction("t") as tx:
+        store.classic.append(tx, [HumanMessage("1", id="m1"), AIMessage("2", id="m2")])
+
+    def state() -> tuple:
+        with store.transaction("t", write=False) as tx:
+            snap = store.classic.read(tx)
+        return snap.summary, snap.folds, [m.content for m in snap.window], snap.rows
+
+    before = state()
+    tx = store.begin("t")
+    store.classic.append(tx, [HumanMessage("3", id="m3")])
+    store.classic.fold(tx, "s", 1, state()[3][:1])
+    store.classic.append(tx, [AIMessage("4", id="m4")])
+    assert state()[2] == ["2", "3", "4"]
+    store.rollback(tx)
+    assert state() == before
+    for write in (lambda tx: store.classic.replace(tx, "s", 2, [HumanMessage("r")]),
+                  store.classic.clear):
+        tx = store.begin("t")
+        write(tx)
+        store.rollback(tx)
+        assert state() == before
+    tx = store.begin("new")
+    store.classic.append(tx, [HumanMessage("n")])
+    store.rollback(tx)
+    assert "new" not in store.classic._windows
+
+
+def test_fresh_ids_are_unique_uuid4_strings() -> None:
+    import uuid
+
+    from adapters.engine import new_id
+
+    ids = {new_id() for _ in range(5000)}
+    assert len(ids) == 5000
+    for value in list(ids)[:500]:
+        parsed = uuid.UUID(value)
+        assert str(parsed) == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_private_attributes_read_fast_and_unknown_ones_still_raise() -> None:
+    memory = SummaryMemory(backend="classic", store="memory")
+    assert memory._backend is memory.backend_impl and memory._adopter is None
+    with pytest.raises(AttributeError):
+        memory.no_such_attribute  # noqa: B018
+    bound = memory.for_thread("t")
+    assert bound._backend is memory._backend
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.type)
+def test_with_id_equals_pydantic_copy_then_assignment(message: Any) -> None:
+    from adapters.view import with_id
+
+    expected = message.model_copy()
+    expected.id = "new-id"
+    out = with_id(message, "new-id")
+    assert type(out) is type(message) and out == expected and out is not message
+    assert out.model_fields_set == expected.model_fields_set
+    assert message.id != "new-id" or message.id is None
+    out.content = "changed"  # a field set on the copy never reaches the original
+    assert message.content != "changed"

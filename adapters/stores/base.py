@@ -26,6 +26,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from adapters.io import IO
+
 __all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Placement", "Store", "Tx",
            "in_transaction", "store_io"]
 
@@ -67,8 +69,8 @@ class ClassicState(ABC):
         """The thread's summary, fold count and window inside ``tx``."""
 
     @abstractmethod
-    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
-        """Append to the window; return the new rows' keys."""
+    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        """Append to the window (a later read gives the new rows' keys)."""
 
     @abstractmethod
     def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
@@ -87,6 +89,13 @@ class Checkpoints(ABC):
     """LangGraph checkpoints of middleware threads."""
 
     keep: int = 4  # checkpoints kept per thread by retention
+    bound: int = 20  # at most this many root checkpoints per thread between retentions
+
+    @property
+    def retain_every(self) -> int:
+        """Saves between retentions: as rare as the bound allows (a retention is three
+        statements on PostgreSQL); with ``keep`` at or over the bound, every ``keep`` saves."""
+        return self.bound - self.keep if self.keep < self.bound else max(1, self.keep)
 
     @abstractmethod
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
@@ -249,16 +258,12 @@ class Store(ABC):
 def store_io(store: Store, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:
     """The I/O request (see ``adapters.io``) that runs the concern method ``fn(tx, *args)``
     through ``store.run`` or ``store.arun``."""
-    from adapters.io import IO
-
     return IO(store.run, store.arun, tx, fn, *args)
 
 
 def in_transaction(store: Store, thread_id: str, body: Callable[[Tx], Any],
                    write: bool = True) -> Any:
     """Steps (see ``adapters.io``) that run ``body(tx)`` (itself steps) in one transaction."""
-    from adapters.io import IO
-
     tx = yield IO(store.begin, store.abegin, thread_id, write)
     try:
         result = yield from body(tx)

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
+from adapters.stores.batch import Batch
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata, scrub_password
 from adapters.stores.tx_saver import read_once
 from adapters.stores.url import lock_key, split_url, sqlalchemy_url
@@ -31,6 +32,7 @@ from adapters.stores.url import lock_key, split_url, sqlalchemy_url
 __all__ = ["PostgresStore"]
 
 _SETUP_LOCK_KEY = 0x6D656D7368696674  # "memshift"
+_LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
 SETUP_TIMEOUT_S = 300.0
 
 
@@ -43,8 +45,9 @@ class _PostgresCheckpoints(Checkpoints):
     def saver(self, tx: Tx) -> BaseCheckpointSaver:
         from langgraph.checkpoint.postgres import PostgresSaver
 
+        conn = _conn(tx)  # queued statements (BEGIN, the lock, the turn) go first
         if tx.saver is None:  # one per transaction: reads, writes and retention share it
-            tx.saver = read_once(PostgresSaver)(_conn(tx).connection.driver_connection)
+            tx.saver = read_once(PostgresSaver)(conn.connection.driver_connection)
         return tx.saver
 
     async def asaver(self, tx: Tx) -> BaseCheckpointSaver:
@@ -88,9 +91,14 @@ class _PostgresCheckpoints(Checkpoints):
     def retain(self, tx: Tx) -> None:
         from adapters._upstream import postgres_retain_statements
 
+        params = {"thread_id": tx.thread_id, "keep": self.keep}
+        if isinstance(tx, SqlTx) and tx.batch is not None:  # they go with the COMMIT
+            for statement in postgres_retain_statements():
+                tx.batch.add(statement, params)
+            return
         conn = _conn(tx)
         for statement in postgres_retain_statements():
-            conn.exec_driver_sql(statement, {"thread_id": tx.thread_id, "keep": self.keep})
+            conn.exec_driver_sql(statement, params)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -112,6 +120,7 @@ class PostgresStore(SqlStore):
     """``postgresql://user:password@host:port/dbname`` (``postgres://`` accepted)."""
 
     autocommit_reads = True
+    batches = True
 
     def __init__(self, url: str, redacted: str, *, keep_checkpoints: int = 4,
                  pool_size: int = 8) -> None:
@@ -187,4 +196,8 @@ class PostgresStore(SqlStore):
                                    connect_args={"prepare_threshold": None})
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": lock_key(thread_id)})
+        conn.exec_driver_sql(_LOCK, {"key": lock_key(thread_id)})
+
+    def _batch(self, conn: Connection, thread_id: str, write: bool) -> Batch:
+        raw = conn.connection.driver_connection
+        return Batch(raw, begin=[(_LOCK, {"key": lock_key(thread_id)})] if write else ())

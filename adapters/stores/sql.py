@@ -1,12 +1,10 @@
-"""SQL stores (SQLite, PostgreSQL): memshift's tables through SQLAlchemy Core.
+"""SQL stores (SQLite, PostgreSQL): memshift's tables (``adapters.stores.schema``, created
+before LangChain's, every statement parameterised) through SQLAlchemy Core.
 
-Tables (created before LangChain's, all statements parameterised):
-- ``memshift_transcript``: append-only raw messages, unique per (thread, message id);
-- ``memshift_window``: the classic verbatim window (64-bit row ids);
-- ``memshift_classic``: the running summary and fold count per thread;
-- ``memshift_folds``: fold records, written in the transaction of the state they describe.
 A write is one connection and one transaction (``SqlStore.transaction``); the dialect
-modules bring the per-thread lock that lives exactly as long as it.
+modules bring the per-thread lock that lives exactly as long as it. On PostgreSQL a sync
+transaction's writes are queued and sent with its next read or its ``COMMIT``
+(``adapters.stores.batch``).
 """
 
 from __future__ import annotations
@@ -16,94 +14,45 @@ import logging
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from typing import Any
 
-from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
-from sqlalchemy import (
-    BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
-    bindparam, delete, func, literal_column, select, union_all,
-)
+from langchain_core.messages import BaseMessage
+from sqlalchemy import Integer, Table, bindparam, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Store, Tx
+from adapters.stores.batch import Batch
+from adapters.stores.schema import (
+    DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW,
+    READ_CLASSIC, READ_PLACEMENT, classic_table, dump_message, folds_table, load_message,
+    metadata, placement_table, transcript_table,
+)
 from adapters.stores.url import scrub as scrub_password, scrub_cause
 
-__all__ = ["SqlStore", "SqlTx", "scrub_password"]
+__all__ = ["SqlStore", "SqlTx", "metadata", "scrub_password"]
 
 logger = logging.getLogger("memshift.store")
-
-_ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
-
-metadata = MetaData()
-transcript_table = Table(
-    "memshift_transcript", metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("thread_id", Text, nullable=False),
-    Column("message_id", Text, nullable=False),
-    Column("message", Text, nullable=False),
-    UniqueConstraint("thread_id", "message_id", name="uq_memshift_transcript_message"),
-    Index("ix_memshift_transcript_thread", "thread_id", "id"),
-)
-window_table = Table(
-    "memshift_window", metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("session_id", Text),
-    Column("message", Text),
-    Index("ix_memshift_window_session", "session_id", "id"),
-)
-folds_table = Table(
-    "memshift_folds", metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("thread_id", Text, nullable=False),
-    Column("record", Text, nullable=False),
-    Index("ix_memshift_folds_thread", "thread_id", "id"),
-)
-classic_table = Table(
-    "memshift_classic", metadata,
-    Column("thread_id", Text, primary_key=True),
-    Column("summary", Text, nullable=False, default=""),
-    Column("folds", Integer, nullable=False, default=0),
-)
-
-placement_table = Table(
-    "memshift_placement", metadata,
-    Column("thread_id", Text, primary_key=True),
-    Column("backend", Text, nullable=False),
-    Column("version", Integer, nullable=False),
-    Column("since", Float, nullable=False),
-    Column("pinned", Boolean, nullable=False, default=False),
-)
-
-_READ_CLASSIC = union_all(
-    select(literal_column("0").label("kind"), classic_table.c.summary.label("text"),
-           classic_table.c.folds.label("n")).where(classic_table.c.thread_id == bindparam("tid")),
-    select(literal_column("1"), window_table.c.message, window_table.c.id)
-    .where(window_table.c.session_id == bindparam("tid")),
-).order_by("kind", "n")
-
-
-def dump_message(message: BaseMessage) -> str:
-    return json.dumps(message_to_dict(message), ensure_ascii=False)
-
-
-def load_message(raw: str) -> BaseMessage:
-    return messages_from_dict([json.loads(raw)])[0]
 
 
 class SqlTx(Tx):
     """``conn``: the sync connection (for an async transaction, the greenlet-bridged one
-    that ``AsyncConnection.run_sync`` hands over); ``aconn``: the async connection."""
+    that ``AsyncConnection.run_sync`` hands over); ``aconn``: the async connection;
+    ``batch``: the queued statements of a batching store (see ``adapters.stores.batch``)."""
 
     def __init__(self, thread_id: str, conn: Connection | None, aconn: Any = None,
-                 lock: Any = None) -> None:
+                 lock: Any = None, batch: Batch | None = None) -> None:
         super().__init__(thread_id)
-        self.conn, self.aconn, self.lock = conn, aconn, lock
+        self.conn, self.aconn, self.lock, self.batch = conn, aconn, lock, batch
 
 
 def _conn(tx: Tx) -> Connection:
+    """The transaction's connection, with every queued statement sent first (order kept)."""
     assert isinstance(tx, SqlTx) and tx.conn is not None, "run SQL through Store.run/arun"
+    if tx.batch is not None:
+        tx.batch.flush()
     return tx.conn
 
 
@@ -116,37 +65,30 @@ class SqlClassic(ClassicState):
     def read(self, tx: Tx) -> ClassicSnapshot:
         """Summary and window in one statement (one round trip): the summary row first
         (kind 0), then the window rows (kind 1) by id."""
-        conn, tid = _conn(tx), tx.thread_id
-        rows = conn.execute(_READ_CLASSIC, {"tid": tid}).all()
+        rows = self.store.read(tx, READ_CLASSIC, {"tid": tx.thread_id})
         summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
         window = [r for r in rows if r[0] == 1]
         return ClassicSnapshot(summary, folds, [load_message(r[1]) for r in window],
                                [r[2] for r in window])
 
-    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> list[Any]:
-        if not messages:
-            return []
-        result = _conn(tx).execute(window_table.insert().returning(window_table.c.id), [
-            {"session_id": tx.thread_id, "message": dump_message(m)} for m in messages])
-        return [r[0] for r in result]
+    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        if messages:
+            self.store.write(tx, INSERT_WINDOW, [
+                {"tid": tx.thread_id, "message": dump_message(m)} for m in messages])
 
     def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
-        conn = _conn(tx)
         if drop:
-            conn.execute(delete(window_table).where(window_table.c.session_id == tx.thread_id,
-                                                    window_table.c.id <= max(drop)))
-        self.store.upsert_classic(conn, tx.thread_id, summary, folds)
+            self.store.write(tx, DELETE_FOLDED, {"tid": tx.thread_id, "upto": max(drop)})
+        self.store.upsert_classic(tx, summary, folds)
 
     def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
-        conn = _conn(tx)
-        conn.execute(delete(window_table).where(window_table.c.session_id == tx.thread_id))
+        self.store.write(tx, DELETE_WINDOW, {"tid": tx.thread_id})
         self.append(tx, window)
-        self.store.upsert_classic(conn, tx.thread_id, summary, folds)
+        self.store.upsert_classic(tx, summary, folds)
 
     def clear(self, tx: Tx) -> None:
-        conn = _conn(tx)
-        conn.execute(delete(window_table).where(window_table.c.session_id == tx.thread_id))
-        conn.execute(delete(classic_table).where(classic_table.c.thread_id == tx.thread_id))
+        self.store.write(tx, DELETE_WINDOW, {"tid": tx.thread_id})
+        self.store.write(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
 class SqlStore(Store):
@@ -157,12 +99,16 @@ class SqlStore(Store):
     # Read-only transactions without BEGIN/COMMIT: only where every read the backends make
     # in one is a single statement (PostgreSQL: the union read, PostgresSaver.get_tuple).
     autocommit_reads = False
+    # Sync transactions queue their writes and send them with the next read or the COMMIT
+    # (``adapters.stores.batch``): PostgreSQL, where every statement is a round trip.
+    batches = False
 
     def __init__(self, url: str, engine: Engine) -> None:
         super().__init__()
         self.url = url
         self.engine = engine
         self.classic = SqlClassic(self)
+        self._compiled: dict[int, str] = {}
         import weakref
 
         self._aengines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -176,8 +122,36 @@ class SqlStore(Store):
     def _lock(self, conn: Connection, thread_id: str) -> None:
         """Take the thread's lock inside the open transaction (released by its end)."""
 
-    def _begin(self, conn: Connection) -> Any:
-        return conn.begin()
+    def _batch(self, conn: Connection, thread_id: str, write: bool) -> Batch:
+        """A batch on ``conn`` (autocommit) that opens the transaction and takes the lock."""
+        raise NotImplementedError
+
+    # -- statements: one SQLAlchemy construct each, run directly or through the batch ------
+    def _sql(self, stmt: Any) -> str:
+        """``stmt`` compiled once for this dialect (the batch sends driver SQL)."""
+        sql = self._compiled.get(id(stmt))
+        if sql is None:
+            # compiled as for executemany: an INSERT without a RETURNING nobody reads
+            sql = self._compiled[id(stmt)] = str(stmt.compile(dialect=self.engine.dialect,
+                                                              for_executemany=True))
+        return sql
+
+    def write(self, tx: Tx, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """Run a statement whose result is not needed (queued when the store batches)."""
+        batch = tx.batch if isinstance(tx, SqlTx) else None
+        if batch is None:
+            _conn(tx).execute(stmt, params)
+        elif isinstance(params, list):
+            batch.add_many(self._sql(stmt), params)
+        else:
+            batch.add(self._sql(stmt), params)
+
+    def read(self, tx: Tx, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        """A statement's rows (with whatever the batch queued before it, in one round trip)."""
+        batch = tx.batch if isinstance(tx, SqlTx) else None
+        if batch is None:
+            return _conn(tx).execute(stmt, params).all()
+        return batch.flush(self._sql(stmt), params) or []
 
     # -- errors ----------------------------------------------------------------------
     @contextmanager
@@ -197,16 +171,18 @@ class SqlStore(Store):
         lock = self._stripe(thread_id) if write else None
         if lock is not None:
             lock.acquire()
-        conn = None
+        conn, batch = None, None
         try:
             with self.guard("begin"):
                 conn = self.engine.connect().execution_options(memshift_write=write)
-                if not write and self.autocommit_reads:  # one round trip, no BEGIN/COMMIT
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                if self.batches or (not write and self.autocommit_reads):  # no BEGIN/COMMIT
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")  # of its own
                 conn.begin()
-                if write:
+                if self.batches:  # BEGIN and the lock wait for the first statement
+                    batch = self._batch(conn, thread_id, write)
+                elif write:
                     self._lock(conn, thread_id)
-            return SqlTx(thread_id, conn, lock=lock)
+            return SqlTx(thread_id, conn, lock=lock, batch=batch)
         except BaseException:
             if conn is not None:
                 _close_quietly(conn)
@@ -218,8 +194,12 @@ class SqlStore(Store):
         assert isinstance(tx, SqlTx) and tx.conn is not None
         try:
             with self.guard("commit"):
+                if tx.batch is not None:
+                    tx.batch.commit()
                 tx.conn.commit()
         finally:
+            if tx.batch is not None:
+                tx.batch.close()
             _close_quietly(tx.conn)
             if tx.lock is not None:
                 tx.lock.release()
@@ -227,6 +207,8 @@ class SqlStore(Store):
 
     def rollback(self, tx: Tx) -> None:
         assert isinstance(tx, SqlTx) and tx.conn is not None
+        if tx.batch is not None:
+            tx.batch.close()  # what is still queued is simply never sent
         _close_quietly(tx.conn)  # closing a connection rolls its transaction back
         if tx.lock is not None:
             tx.lock.release()
@@ -289,18 +271,38 @@ class SqlStore(Store):
         with self.guard("store operation"):
             return fn(tx, *args)
 
-    def upsert_classic(self, conn: Connection, thread_id: str, summary: str, folds: int) -> None:
+    @cached_property
+    def _upsert_classic(self) -> Any:
         stmt = self._dialect_insert(classic_table).values(
-            thread_id=thread_id, summary=summary, folds=folds)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=["thread_id"], set_={"summary": summary, "folds": folds}))
+            thread_id=bindparam("tid"), summary=bindparam("summary"), folds=bindparam("folds"))
+        return stmt.on_conflict_do_update(index_elements=["thread_id"], set_={
+            "summary": stmt.excluded.summary, "folds": stmt.excluded.folds})
+
+    @cached_property
+    def _insert_transcript(self) -> Any:
+        return self._dialect_insert(transcript_table).values(
+            thread_id=bindparam("tid"), message_id=bindparam("mid"),
+            message=bindparam("message")).on_conflict_do_nothing()
+
+    @cached_property
+    def _upsert_placement(self) -> Any:
+        c = placement_table.c
+        stmt = self._dialect_insert(placement_table).values(
+            thread_id=bindparam("tid"), backend=bindparam("backend"),
+            version=bindparam("version"), since=bindparam("since"), pinned=bindparam("pinned"))
+        return stmt.on_conflict_do_update(index_elements=[c.thread_id], set_={
+            name: getattr(stmt.excluded, name) for name in ("backend", "version", "since", "pinned")})
+
+    def upsert_classic(self, tx: Tx, summary: str, folds: int) -> None:
+        self.write(tx, self._upsert_classic, {"tid": tx.thread_id, "summary": summary,
+                                              "folds": folds})
 
     # -- thread log ------------------------------------------------------------------
     def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
-        rows = [{"thread_id": tx.thread_id, "message_id": m.id, "message": dump_message(m)}
+        rows = [{"tid": tx.thread_id, "mid": m.id, "message": dump_message(m)}
                 for m in messages if m.id is not None]
         if rows:
-            _conn(tx).execute(self._dialect_insert(transcript_table).on_conflict_do_nothing(), rows)
+            self.write(tx, self._insert_transcript, rows)
 
     def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
         if not ids:
@@ -317,20 +319,17 @@ class SqlStore(Store):
         return list(reversed(list(rows)))
 
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
-        _conn(tx).execute(folds_table.insert(), {
-            "thread_id": tx.thread_id, "record": json.dumps(record, ensure_ascii=False)})
+        self.write(tx, INSERT_FOLD, {"tid": tx.thread_id,
+                                      "record": json.dumps(record, ensure_ascii=False)})
 
     def placement(self, tx: Tx) -> Placement | None:
-        row = _conn(tx).execute(select(
-            placement_table.c.backend, placement_table.c.version, placement_table.c.since,
-            placement_table.c.pinned).where(placement_table.c.thread_id == tx.thread_id)).first()
-        return Placement(row[0], row[1], row[2], bool(row[3])) if row else None
+        rows = self.read(tx, READ_PLACEMENT, {"tid": tx.thread_id})
+        return Placement(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3])) if rows else None
 
     def set_placement(self, tx: Tx, placement: Placement) -> None:
-        values = {"backend": placement.backend, "version": placement.version,
-                  "since": placement.since, "pinned": placement.pinned}
-        stmt = self._dialect_insert(placement_table).values(thread_id=tx.thread_id, **values)
-        _conn(tx).execute(stmt.on_conflict_do_update(index_elements=["thread_id"], set_=values))
+        self.write(tx, self._upsert_placement, {
+            "tid": tx.thread_id, "backend": placement.backend, "version": placement.version,
+            "since": placement.since, "pinned": placement.pinned})
 
     def placement_counts(self) -> list[tuple[str, bool, int, int]]:
         c = placement_table.c

@@ -1,0 +1,90 @@
+"""memshift's SQL tables and the statements the stores run on them, written once as
+SQLAlchemy Core constructs with named parameters (the same construct runs through
+SQLAlchemy or, compiled, through a PostgreSQL batch), and the message codec.
+
+- ``memshift_transcript``: append-only raw messages, unique per (thread, message id);
+- ``memshift_window``: the classic verbatim window (64-bit row ids);
+- ``memshift_classic``: the running summary and fold count per thread;
+- ``memshift_folds``: fold records, written in the transaction of the state they describe;
+- ``memshift_placement``: which backend serves a thread (staged cutover).
+"""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from sqlalchemy import (
+    BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
+    bindparam, delete, literal_column, select, union_all,
+)
+
+__all__ = ["DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "INSERT_FOLD", "INSERT_WINDOW",
+           "READ_CLASSIC", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
+           "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
+
+_ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
+
+metadata = MetaData()
+transcript_table = Table(
+    "memshift_transcript", metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),
+    Column("message_id", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    UniqueConstraint("thread_id", "message_id", name="uq_memshift_transcript_message"),
+    Index("ix_memshift_transcript_thread", "thread_id", "id"),
+)
+window_table = Table(
+    "memshift_window", metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("session_id", Text),
+    Column("message", Text),
+    Index("ix_memshift_window_session", "session_id", "id"),
+)
+folds_table = Table(
+    "memshift_folds", metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),
+    Column("record", Text, nullable=False),
+    Index("ix_memshift_folds_thread", "thread_id", "id"),
+)
+classic_table = Table(
+    "memshift_classic", metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("summary", Text, nullable=False, default=""),
+    Column("folds", Integer, nullable=False, default=0),
+)
+
+placement_table = Table(
+    "memshift_placement", metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("backend", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("since", Float, nullable=False),
+    Column("pinned", Boolean, nullable=False, default=False),
+)
+
+READ_CLASSIC = union_all(
+    select(literal_column("0").label("kind"), classic_table.c.summary.label("text"),
+           classic_table.c.folds.label("n")).where(classic_table.c.thread_id == bindparam("tid")),
+    select(literal_column("1"), window_table.c.message, window_table.c.id)
+    .where(window_table.c.session_id == bindparam("tid")),
+).order_by("kind", "n")
+INSERT_WINDOW = window_table.insert().values(session_id=bindparam("tid"),
+                                              message=bindparam("message"))
+DELETE_WINDOW = delete(window_table).where(window_table.c.session_id == bindparam("tid"))
+DELETE_FOLDED = DELETE_WINDOW.where(window_table.c.id <= bindparam("upto"))
+DELETE_CLASSIC = delete(classic_table).where(classic_table.c.thread_id == bindparam("tid"))
+INSERT_FOLD = folds_table.insert().values(thread_id=bindparam("tid"), record=bindparam("record"))
+READ_PLACEMENT = select(
+    placement_table.c.backend, placement_table.c.version, placement_table.c.since,
+    placement_table.c.pinned).where(placement_table.c.thread_id == bindparam("tid"))
+
+
+def dump_message(message: BaseMessage) -> str:
+    return json.dumps(message_to_dict(message), ensure_ascii=False)
+
+
+def load_message(raw: str) -> BaseMessage:
+    return messages_from_dict([json.loads(raw)])[0]
