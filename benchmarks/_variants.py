@@ -24,7 +24,8 @@ from adapters.backends.middleware import split_summary
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
 
-__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "run_workers", "stock_graph"]
+__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "memshift", "run_workers",
+           "stock_classic", "stock_graph"]
 
 warnings.filterwarnings("ignore")
 Op = Callable[[str, int], None]
@@ -65,19 +66,27 @@ def run_workers(fn: Callable[[int], None], workers: int) -> float:
     return time.perf_counter() - start
 
 
-def memshift(backend: str) -> Callable[[str, Workload], Made]:
+def memshift(backend: str, messages: bool = False) -> Callable[[str, Workload], Made]:
+    """Classic: the drop-in calls, as the stock class is called (``save_context`` and
+    ``load_memory_variables``, the history as a string, or as messages with ``messages``);
+    middleware: ``save`` and ``load`` (the view), against a graph's invoke + get_state."""
     def make(url: str, work: Workload) -> Made:
         memory = SummaryMemory(backend=backend, store=url, policy=work.policy,
-                               summarizer=DeterministicSummarizer())
+                               summarizer=DeterministicSummarizer(), return_messages=messages)
 
         def op(thread: str, i: int) -> None:
-            memory.save(thread, *filler_turn(thread, i, WORDS))
-            memory.load(thread)
+            human, ai = filler_turn(thread, i, WORDS)
+            if backend == "classic":
+                memory.save_context({"input": human, "thread_id": thread}, {"output": ai})
+                memory.load_memory_variables({"thread_id": thread})
+            else:
+                memory.save(thread, human, ai)
+                memory.load(thread)
         return op, memory.close
     return make
 
 
-def stock_classic(url: str, work: Workload) -> Made:
+def stock_classic(url: str, work: Workload, messages: bool = False) -> Made:
     from langchain_classic.memory import ConversationSummaryBufferMemory
 
     llm = SummarizerChatModel(summarizer=DeterministicSummarizer(), token_counter=count_tokens_cjk)
@@ -88,7 +97,7 @@ def stock_classic(url: str, work: Workload) -> Made:
             memory = memories.get(thread)
             if memory is None:
                 memory = memories[thread] = ConversationSummaryBufferMemory(
-                    llm=llm, max_token_limit=work.max_tokens)
+                    llm=llm, max_token_limit=work.max_tokens, return_messages=messages)
             human, ai = filler_turn(thread, i, WORDS)
             memory.save_context({"input": human}, {"output": ai})
             memory.load_memory_variables({})
@@ -216,14 +225,19 @@ PAIRS = [("memshift classic", "stock classic"), ("memshift middleware", "stock m
 
 
 class Statements:
-    """Counts statements the drivers send (sqlite3 trace; psycopg execute + commit)."""
+    """Counts what the drivers send: ``n`` statements (sqlite3's trace; psycopg's execute,
+    executemany rows, the BEGIN psycopg sends by itself before a COMMIT, and every statement
+    of a memshift batch) and, for PostgreSQL, ``trips``: round trips to the server."""
 
     def __init__(self) -> None:
         self.n = 0
+        self.trips = 0
         self._patched: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> Statements:
         import psycopg
+
+        from adapters.stores.batch import Batch
 
         real_connect = sqlite3.connect
 
@@ -233,18 +247,43 @@ class Statements:
             return conn
         self._patch(sqlite3, "connect", connect)
         self._patch(sqlite3.dbapi2, "connect", connect)
-        for cls, name in ((psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"),
-                          (psycopg.Connection, "commit")):
-            self._patch(cls, name, self._counting(getattr(cls, name)))
+
+        def execute(real: Any, cur: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(cur, psycopg.ClientCursor):  # a batch counts its own
+                self.n, self.trips = self.n + 1, self.trips + 1
+            return real(cur, *args, **kwargs)
+
+        def executemany(real: Any, cur: Any, query: Any, rows: Any, **kwargs: Any) -> Any:
+            rows = list(rows)
+            self.n, self.trips = self.n + len(rows), self.trips + 1  # pipelined by psycopg
+            return real(cur, query, rows, **kwargs)
+
+        def commit(real: Any, conn: Any) -> Any:
+            if conn.info.transaction_status != 0:  # IDLE: nothing is sent
+                sent = 1 if conn.autocommit else 2  # psycopg sent a BEGIN of its own first
+                self.n, self.trips = self.n + sent, self.trips + sent
+            return real(conn)
+
+        def flush(real: Any, batch: Any, sql: Any = None, params: Any = None) -> Any:
+            count = len(batch._pending) + (sql is not None)
+            if count:
+                self.n, self.trips = self.n + count, self.trips + 1
+            return real(batch, sql, params)
+
+        for owner, name, hook in ((psycopg.Cursor, "execute", execute),
+                                  (psycopg.Cursor, "executemany", executemany),
+                                  (psycopg.Connection, "commit", commit),
+                                  (Batch, "flush", flush)):
+            self._patch(owner, name, self._hooked(getattr(owner, name), hook))
         return self
 
     def _one(self, _statement: str) -> None:
         self.n += 1
 
-    def _counting(self, real: Any) -> Any:
+    @staticmethod
+    def _hooked(real: Any, hook: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.n += 1
-            return real(*args, **kwargs)
+            return hook(real, *args, **kwargs)
         return wrapper
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
@@ -256,15 +295,17 @@ class Statements:
             setattr(owner, name, value)
 
 
-def statements_per_op(make: Callable[[str, Workload], Made], url: str, work: Workload) -> float:
-    """Steady state: warm up one thread, then count 20 save+loads (connections are opened
-    inside the counter, so sqlite3's trace sees them)."""
+def statements_per_op(make: Callable[[str, Workload], Made], url: str,
+                      work: Workload) -> tuple[float, float]:
+    """Statements and round trips per save+load in the steady state: warm up one thread,
+    then count 20 save+loads (connections are opened inside the counter, so sqlite3's
+    trace sees them)."""
     with Statements() as counter:
         op, close = make(url, work)
         for i in range(5):
             op("warm", i)
-        counter.n = 0
+        counter.n = counter.trips = 0
         for i in range(5, 25):
             op("warm", i)
         close()
-        return counter.n / 20
+        return counter.n / 20, counter.trips / 20

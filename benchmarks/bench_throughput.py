@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from _variants import (  # noqa: E402
-    CONTENDERS, PAIRS, WORKLOADS, Workload, run_workers, statements_per_op,
+    CONTENDERS, PAIRS, WORKLOADS, Workload, memshift, run_workers, statements_per_op,
+    stock_classic,
 )
 from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 
@@ -102,10 +103,11 @@ def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: 
             drop()
     medians = {n: [statistics.median(samples[n][c]) for c in columns] for n in names}
     print(f"\n{kind}, {work.name}: save+load per second (median of {reps}, {turns} turns per "
-          "worker); statements per save+load")
-    print(f"{'contender':<24}{'stmts':>7}" + "".join(f"{c:>10}" for c in columns))
+          "worker); statements and round trips per save+load")
+    print(f"{'contender':<24}{'stmts':>7}{'trips':>7}" + "".join(f"{c:>10}" for c in columns))
     for n in names:
-        print(f"{n:<24}{stmts[n]:>7.1f}" + "".join(f"{r:>10.1f}" for r in medians[n]))
+        trips = f"{stmts[n][1]:>7.1f}" if kind == "PostgreSQL" else f"{'-':>7}"
+        print(f"{n:<24}{stmts[n][0]:>7.1f}{trips}" + "".join(f"{r:>10.1f}" for r in medians[n]))
     for ours, theirs in PAIRS:
         if ours in medians and theirs in medians:
             ratios = [a / b for a, b in zip(medians[ours], medians[theirs], strict=True)]
@@ -119,6 +121,8 @@ def facade_overhead(turns: int, reps: int) -> None:
     work = WORKLOADS["rare"]
     made = {n: CONTENDERS[n]("memory", work) for n in
             ("memshift classic", "stock classic", "memshift middleware", "stock middleware")}
+    made["memshift classic, messages"] = memshift("classic", messages=True)("memory", work)
+    made["stock classic, messages"] = stock_classic("memory", work, messages=True)
     us: dict[str, list[float]] = {n: [] for n in made}
     for _ in range(reps):
         for n, (op, _close) in made.items():
@@ -126,8 +130,9 @@ def facade_overhead(turns: int, reps: int) -> None:
     med = {n: statistics.median(v) for n, v in us.items()}
     print(f"\nfacade overhead in memory (us per save+load, median of {reps}, no folds)")
     for ours, theirs in (("memshift classic", "stock classic"),
+                         ("memshift classic, messages", "stock classic, messages"),
                          ("memshift middleware", "stock middleware")):
-        print(f"{ours:<22}{med[ours]:>9.0f}  vs {theirs:<18}{med[theirs]:>9.0f}   "
+        print(f"{ours:<28}{med[ours]:>7.0f}  vs {theirs:<25}{med[theirs]:>7.0f}   "
               f"ratio {med[ours] / med[theirs]:.2f}")
 
 
