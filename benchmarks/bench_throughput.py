@@ -42,14 +42,25 @@ from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 PROCS = 4  # processes in the multi-process column, 8 threads each
 
 
+FAILED: list[str] = []  # save+loads that raised, by error (counted, not in the rate)
+
+
 def rate(op: Callable[[str, int], None], threads: int, turns: int) -> float:
-    """save+load per second with ``threads`` workers, each on its own conversation."""
+    """Completed save+loads per second with ``threads`` workers, each on its own
+    conversation. A save+load that raises is counted in ``FAILED`` (as a client would log it
+    and go on), not in the rate."""
     tag = uuid.uuid4().hex[:6]
+    failed: list[str] = []
 
     def work(w: int) -> None:
         for i in range(turns):
-            op(f"{tag}-{w}", i)
-    return threads * turns / run_workers(work, threads)
+            try:
+                op(f"{tag}-{w}", i)
+            except Exception as exc:  # noqa: BLE001 - the stock classes' own failures
+                failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}")
+    seconds = run_workers(work, threads)
+    FAILED.extend(failed)
+    return (threads * turns - len(failed)) / seconds
 
 
 def _proc(name: str, url: str, work: str, turns: int, go: Any, out: Any) -> None:
@@ -87,6 +98,7 @@ def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: 
         stmts = {n: statements_per_op(CONTENDERS[n], urls[n][0], work) for n in names}
         made = {n: CONTENDERS[n](urls[n][0], work) for n in names}
         samples: dict[str, dict[str, list[float]]] = {n: {c: [] for c in columns} for n in names}
+        failures: dict[str, dict[str, int]] = {n: {} for n in names}
         for _ in range(reps):
             for column in columns:
                 for n in names:
@@ -95,7 +107,10 @@ def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: 
                         samples[n][column].append(proc_rate(n, urls[n][0], work.key, turns))
                         made[n] = CONTENDERS[n](urls[n][0], work)
                     else:
+                        del FAILED[:]
                         samples[n][column].append(rate(made[n][0], int(column), turns))
+                        for error in FAILED:
+                            failures[n][error] = failures[n].get(error, 0) + 1
         for n in names:
             made[n][1]()
     finally:
@@ -108,6 +123,9 @@ def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: 
     for n in names:
         trips = f"{stmts[n][1]:>7.1f}" if kind == "PostgreSQL" else f"{'-':>7}"
         print(f"{n:<24}{stmts[n][0]:>7.1f}{trips}" + "".join(f"{r:>10.1f}" for r in medians[n]))
+    for n in names:
+        for error, count in failures[n].items():
+            print(f"  {n}: {count} save+loads failed in the threaded columns ({error})")
     for ours, theirs in PAIRS:
         if ours in medians and theirs in medians:
             ratios = [a / b for a, b in zip(medians[ours], medians[theirs], strict=True)]

@@ -263,10 +263,10 @@ class MiddlewareBackend(MemoryBackend):
         update = self.middleware.fold_update(current, fold)
         if update is None and not turn:
             return None, False
-        # retention runs with folds and every `retain_every` saves: amortized, and bounded
-        # (`keep` + `retain_every` <= 20 checkpoints), not a prune per save (this save writes
-        # checkpoint number step + 2 of the thread)
-        retain = update is not None or (step + 2) % self.store.checkpoints.retain_every == 0
+        # retention every `retain_every` checkpoint writes (a fold's too): amortized and
+        # bounded (`keep` + `retain_every` <= 20 checkpoints), not a prune per save; this
+        # write is the thread's checkpoint number step + 2
+        retain = (step + 2) % self.store.checkpoints.retain_every == 0
         return {"update": update or {"messages": list(turn)}, "retain": retain}, update is not None
 
     def view(self, thread_id: str, state: tuple[dict[str, Any], int]) -> MemoryView:

@@ -65,7 +65,7 @@ class SqlClassic(ClassicState):
     def read(self, tx: Tx) -> ClassicSnapshot:
         """Summary and window in one statement (one round trip): the summary row first
         (kind 0), then the window rows (kind 1) by id."""
-        rows = self.store.read(tx, READ_CLASSIC, {"tid": tx.thread_id})
+        rows = self.store.fetch(tx, READ_CLASSIC, {"tid": tx.thread_id})
         summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
         window = [r for r in rows if r[0] == 1]
         return ClassicSnapshot(summary, folds, [load_message(r[1]) for r in window],
@@ -73,22 +73,22 @@ class SqlClassic(ClassicState):
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
         if messages:
-            self.store.write(tx, INSERT_WINDOW, [
+            self.store.send(tx, INSERT_WINDOW, [
                 {"tid": tx.thread_id, "message": dump_message(m)} for m in messages])
 
     def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
         if drop:
-            self.store.write(tx, DELETE_FOLDED, {"tid": tx.thread_id, "upto": max(drop)})
+            self.store.send(tx, DELETE_FOLDED, {"tid": tx.thread_id, "upto": max(drop)})
         self.store.upsert_classic(tx, summary, folds)
 
     def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
-        self.store.write(tx, DELETE_WINDOW, {"tid": tx.thread_id})
+        self.store.send(tx, DELETE_WINDOW, {"tid": tx.thread_id})
         self.append(tx, window)
         self.store.upsert_classic(tx, summary, folds)
 
     def clear(self, tx: Tx) -> None:
-        self.store.write(tx, DELETE_WINDOW, {"tid": tx.thread_id})
-        self.store.write(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
+        self.store.send(tx, DELETE_WINDOW, {"tid": tx.thread_id})
+        self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
 class SqlStore(Store):
@@ -136,7 +136,7 @@ class SqlStore(Store):
                                                               for_executemany=True))
         return sql
 
-    def write(self, tx: Tx, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> None:
+    def send(self, tx: Tx, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Run a statement whose result is not needed (queued when the store batches)."""
         batch = tx.batch if isinstance(tx, SqlTx) else None
         if batch is None:
@@ -146,7 +146,7 @@ class SqlStore(Store):
         else:
             batch.add(self._sql(stmt), params)
 
-    def read(self, tx: Tx, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+    def fetch(self, tx: Tx, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
         """A statement's rows (with whatever the batch queued before it, in one round trip)."""
         batch = tx.batch if isinstance(tx, SqlTx) else None
         if batch is None:
@@ -294,7 +294,7 @@ class SqlStore(Store):
             name: getattr(stmt.excluded, name) for name in ("backend", "version", "since", "pinned")})
 
     def upsert_classic(self, tx: Tx, summary: str, folds: int) -> None:
-        self.write(tx, self._upsert_classic, {"tid": tx.thread_id, "summary": summary,
+        self.send(tx, self._upsert_classic, {"tid": tx.thread_id, "summary": summary,
                                               "folds": folds})
 
     # -- thread log ------------------------------------------------------------------
@@ -302,7 +302,7 @@ class SqlStore(Store):
         rows = [{"tid": tx.thread_id, "mid": m.id, "message": dump_message(m)}
                 for m in messages if m.id is not None]
         if rows:
-            self.write(tx, self._insert_transcript, rows)
+            self.send(tx, self._insert_transcript, rows)
 
     def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
         if not ids:
@@ -319,15 +319,15 @@ class SqlStore(Store):
         return list(reversed(list(rows)))
 
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
-        self.write(tx, INSERT_FOLD, {"tid": tx.thread_id,
+        self.send(tx, INSERT_FOLD, {"tid": tx.thread_id,
                                       "record": json.dumps(record, ensure_ascii=False)})
 
     def placement(self, tx: Tx) -> Placement | None:
-        rows = self.read(tx, READ_PLACEMENT, {"tid": tx.thread_id})
+        rows = self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id})
         return Placement(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3])) if rows else None
 
     def set_placement(self, tx: Tx, placement: Placement) -> None:
-        self.write(tx, self._upsert_placement, {
+        self.send(tx, self._upsert_placement, {
             "tid": tx.thread_id, "backend": placement.backend, "version": placement.version,
             "since": placement.since, "pinned": placement.pinned})
 
