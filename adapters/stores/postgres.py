@@ -91,14 +91,8 @@ class _PostgresCheckpoints(Checkpoints):
     def retain(self, tx: Tx) -> None:
         from adapters._upstream import postgres_retain_statements
 
-        params = {"thread_id": tx.thread_id, "keep": self.keep}
-        if isinstance(tx, SqlTx) and tx.batch is not None:  # they go with the COMMIT
-            for statement in postgres_retain_statements():
-                tx.batch.add(statement, params)
-            return
-        conn = _conn(tx)
-        for statement in postgres_retain_statements():
-            conn.exec_driver_sql(statement, params)
+        for statement in postgres_retain_statements():  # batched: they go with the COMMIT
+            self.store.send(tx, statement, {"thread_id": tx.thread_id, "keep": self.keep})
 
     def close(self) -> None:
         if self._pool is not None:

@@ -137,14 +137,20 @@ class SqlStore(Store):
         return sql
 
     def send(self, tx: Tx, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> None:
-        """Run a statement whose result is not needed (queued when the store batches)."""
+        """Run a statement whose result is not needed (queued when the store batches).
+        ``stmt``: a SQLAlchemy construct, or driver SQL (a string in the driver's paramstyle)."""
         batch = tx.batch if isinstance(tx, SqlTx) else None
         if batch is None:
-            _conn(tx).execute(stmt, params)
-        elif isinstance(params, list):
-            batch.add_many(self._sql(stmt), params)
+            if isinstance(stmt, str):
+                _conn(tx).exec_driver_sql(stmt, params)
+            else:
+                _conn(tx).execute(stmt, params)
+            return
+        sql = stmt if isinstance(stmt, str) else self._sql(stmt)
+        if isinstance(params, list):
+            batch.add_many(sql, params)
         else:
-            batch.add(self._sql(stmt), params)
+            batch.add(sql, params)
 
     def fetch(self, tx: Tx, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
         """A statement's rows (with whatever the batch queued before it, in one round trip)."""
