@@ -106,7 +106,7 @@ def test_hostile_text_round_trips_byte_for_byte(backend: str, fresh_store: Any) 
     expected = [t for i, text in enumerate(HOSTILE) for t in (text, f"{text} / {i}")]
     assert [m.content for m in memory.transcript(thread)] == expected
     assert [m.content for m in memory.load(thread).messages] == expected
-    assert memory.load("thread") .messages == []  # no other thread sees any of it
+    assert memory.load("thread").messages == []  # no other thread sees any of it
     memory.close()
     with psycopg.connect(url) as conn:  # every table is still there
         tables = {r[0] for r in conn.execute(

@@ -41,12 +41,11 @@ class Batch:
         self._cursor = psycopg.ClientCursor(raw)
         self._pending: list[str] = []
         self._opened = False  # a BEGIN has reached the server
-        self._began = bool(begin)
         if begin:
             self._pending.append("BEGIN")
             for sql, params in begin:
                 self.add(sql, params)
-        self._opening = len(self._pending)  # what a transaction that did nothing leaves
+        self._opening = len(self._pending)  # BEGIN and the lock: 0 for a read-only batch
 
     def add(self, sql: str, params: Params = None) -> None:
         """Queue a statement whose result nobody reads."""
@@ -70,8 +69,7 @@ class Batch:
         if not self._pending:
             return None
         statements, self._pending = self._pending, []
-        if self._began:
-            self._opened = True
+        self._opened = self._opened or bool(self._opening)
         self._cursor.execute("; ".join(statements))
         if sql is None:
             return None
@@ -82,10 +80,7 @@ class Batch:
     def commit(self) -> None:
         """``COMMIT`` with the last writes; nothing at all when nothing was read or written
         (the queue still holds only ``BEGIN`` and the lock)."""
-        if not self._began:
-            self._pending.clear()
-            return
-        if not self._opened and len(self._pending) == self._opening:
+        if not self._opening or (not self._opened and len(self._pending) == self._opening):
             self._pending.clear()
             return
         self.add("COMMIT")
