@@ -384,14 +384,18 @@ MULTILINGUAL = {
 }
 
 
+def _near_o200k(name: str, text: str) -> None:
+    """Within 0.8-1.25x of o200k_base, alone and repeated five times."""
+    for messages in ([HumanMessage(text)], [HumanMessage(text * 5)]):
+        ours, exact = count_tokens_cjk(messages), _o200k()(messages)
+        assert 0.8 * exact <= ours <= 1.25 * exact, (name, ours, exact, round(ours / exact, 3))
+
+
 @pytest.mark.parametrize("name", MULTILINGUAL)
 def test_other_scripts_digits_and_code_stay_near_o200k(name: str) -> None:
     # 2-byte alphabets (Cyrillic, Greek, Arabic) and 3-byte ones (Devanagari, CJK, Hangul)
     # weigh differently, digits are counted in o200k's groups of 3: each within 0.8-1.25x.
-    text = MULTILINGUAL[name]
-    for messages in ([HumanMessage(text)], [HumanMessage(text * 5)]):
-        ours, exact = count_tokens_cjk(messages), _o200k()(messages)
-        assert 0.8 * exact <= ours <= 1.25 * exact, (name, ours, exact, round(ours / exact, 3))
+    _near_o200k(name, MULTILINGUAL[name])
 
 
 # LLM replies are markdown-heavy; o200k merges runs of marks ("**", "```", "|---|", a line of
@@ -426,10 +430,7 @@ MARKDOWN_AND_CODE = {
 @pytest.mark.parametrize("name", MARKDOWN_AND_CODE)
 def test_markdown_and_code_stay_near_o200k(name: str) -> None:
     # Runs of marks are counted by length, less a refund per block of 8 (see _count_text).
-    text = MARKDOWN_AND_CODE[name]
-    for messages in ([HumanMessage(text)], [HumanMessage(text * 5)]):
-        ours, exact = count_tokens_cjk(messages), _o200k()(messages)
-        assert 0.8 * exact <= ours <= 1.25 * exact, (name, ours, exact, round(ours / exact, 3))
+    _near_o200k(name, MARKDOWN_AND_CODE[name])
 
 
 @pytest.mark.parametrize("mark", "=-*#_~")
