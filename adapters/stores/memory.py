@@ -179,6 +179,10 @@ class MemoryStore(Store):
 
     def commit(self, tx: Tx) -> None:
         assert isinstance(tx, MemoryTx)
+        # the undo closures hold ``tx``: clearing them frees the transaction by reference
+        # counting, not by the cycle collector (~40% of a save+load's time when it ran)
+        tx.undo.clear()
+        tx.copies.clear()
         if tx.lock is not None:
             tx.lock.release()
             tx.lock = None
@@ -188,7 +192,6 @@ class MemoryStore(Store):
         with self._guard:
             for undo in reversed(tx.undo):
                 undo()
-        tx.undo.clear()
         self.commit(tx)
 
     # -- thread log ----------------------------------------------------------------------
