@@ -30,6 +30,7 @@ from adapters.stores.own_saver import OwnSaver
 from compat._adopt import legacy_adopter
 from compat._engines import Engine, build_engine
 from compat._keys import resolve_input, resolve_output
+from compat._render import BufferRenderer
 from compat._stock import StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.history import MemshiftChatHistory
@@ -93,6 +94,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     _policy: MemoryPolicy = PrivateAttr()
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
     _adopter: Any = PrivateAttr(default=None)
+    _renderer: BufferRenderer | None = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:
         fields = type(self).model_fields
@@ -125,6 +127,10 @@ class SummaryMemory(StockSurface, BaseMemory):
                 self.__dict__["thread_id"] = session
         self._backend = build_engine(self, name, summarizer)
         self._adopter = legacy_adopter(self)
+        backend = self._backend  # a classic window on the memory store keeps its objects:
+        if isinstance(backend, MemoryEngine) and backend.name == "classic" \
+                and self._store.shares_messages:  # strings are rendered once per message
+            self._renderer = BufferRenderer()
 
     def __getattr__(self, name: str) -> Any:  # private attributes: pydantic's takes ~3 µs
         private = None if name.startswith("__") else self.__pydantic_private__  # no recursion
@@ -379,6 +385,10 @@ class SummaryMemory(StockSurface, BaseMemory):
         return [*head, *view.messages]
 
     def _render(self, view: MemoryView) -> dict[str, Any]:
+        if self._renderer is not None and not self.return_messages:
+            return {self.memory_key: self._renderer.render(
+                view.thread_id, view.summary, view.messages,
+                (self.human_prefix, self.ai_prefix, self.summary_message_cls))}
         messages = self.prompt_messages(view)
         return {self.memory_key: messages if self.return_messages else get_buffer_string(
             messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)}
