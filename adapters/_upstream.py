@@ -24,7 +24,7 @@ __all__ = [
     "SQLITE_CHECKPOINT_TABLES",
     "check_upstream",
     "inmemory_retain",
-    "postgres_retain_statements",
+    "POSTGRES_RETAIN",
     "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
 ]
@@ -160,22 +160,22 @@ class _NoCommit:
         """The transaction's owner commits."""
 
 
-# -- PostgreSQL: retention as three statements in the save's transaction -------------------
-def postgres_retain_statements() -> tuple[str, ...]:
-    """Keep the newest ``%(keep)s`` root checkpoints of ``%(thread_id)s``, their writes and
-    the blobs they reference (``PostgresSaver``'s tables; its ``prune`` runs ~15 statements)."""
-    newest = ("SELECT checkpoint_id FROM checkpoints WHERE thread_id = %(thread_id)s "
-              "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT %(keep)s")
-    return (
-        f"DELETE FROM checkpoint_writes WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
-        f"AND checkpoint_id NOT IN ({newest})",
-        f"DELETE FROM checkpoints WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
-        f"AND checkpoint_id NOT IN ({newest})",
-        "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %(thread_id)s "
-        "AND b.checkpoint_ns = '' AND NOT EXISTS (SELECT 1 FROM checkpoints c "
-        "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = '' "
-        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
-    )
+# -- PostgreSQL: retention as one statement in the save's transaction ----------------------
+POSTGRES_RETAIN = (
+    # Keep the newest %(keep)s root checkpoints of %(thread_id)s, their writes and the blobs
+    # they reference (PostgresSaver's tables; its prune runs ~15 statements). One statement:
+    # every part sees the same snapshot, so blobs are kept if a *kept* checkpoint names them.
+    "WITH kept AS (SELECT checkpoint_id, checkpoint FROM checkpoints "
+    "WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
+    "ORDER BY checkpoint_id DESC LIMIT %(keep)s), "
+    "w AS (DELETE FROM checkpoint_writes WHERE thread_id = %(thread_id)s "
+    "AND checkpoint_ns = '' AND checkpoint_id NOT IN (SELECT checkpoint_id FROM kept)), "
+    "c AS (DELETE FROM checkpoints WHERE thread_id = %(thread_id)s "
+    "AND checkpoint_ns = '' AND checkpoint_id NOT IN (SELECT checkpoint_id FROM kept)) "
+    "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %(thread_id)s "
+    "AND b.checkpoint_ns = '' AND NOT EXISTS (SELECT 1 FROM kept k "
+    "WHERE k.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+)
 
 
 # -- InMemorySaver ---------------------------------------------------------------------------

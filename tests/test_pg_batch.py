@@ -150,15 +150,34 @@ def test_queued_statements_go_before_anything_run_on_the_connection(fresh_store:
 
 
 def test_retention_is_amortized_and_bounded(fresh_store: Any) -> None:
-    memory = SummaryMemory(backend="middleware", store=fresh_store("postgres"))
-    deletes = 0
+    from adapters import MemoryPolicy
+
+    url = fresh_store("postgres")
+    memory = SummaryMemory(backend="middleware", store=url,
+                           policy=MemoryPolicy(max_tokens=120, keep_tokens=60))
+    retentions = 0
     for i in range(40):
+        before = memory.load("t")
         with trips() as sent:
-            memory.save("t", f"q{i}", f"a{i}")
-        deletes += sum(s.count("DELETE") for s in sent)
+            memory.save("t", f"q{i} " + "word " * 8, f"a{i} " + "word " * 8)
+        retentions += sum(w in ("DELETE", "WITH") for trip in sent for w in trip)
         assert len(list(memory.checkpointer.list({"configurable": {"thread_id": "t"}}))) <= 20
+        after = memory.load("t")  # retention never touches the state it keeps
+        assert after.folds > before.folds or after.messages[:-2] == before.messages
     every = memory._store.checkpoints.retain_every
-    assert every == 16 and deletes == 3 * (40 // every), deletes  # 3 statements per retention
+    assert every == 16 and memory.load("t").folds >= 3
+    assert retentions == (40 + memory.load("t").folds) // every  # one statement per retention
+    with psycopg.connect(url) as conn:
+        kept = {r[0]: r[1] for r in conn.execute(
+            "SELECT checkpoint_id, checkpoint -> 'channel_versions' FROM checkpoints "
+            "WHERE thread_id = 't' AND checkpoint_ns = ''")}
+        writes = {r[0] for r in conn.execute(
+            "SELECT DISTINCT checkpoint_id FROM checkpoint_writes WHERE thread_id = 't'")}
+        blobs = conn.execute("SELECT channel, version FROM checkpoint_blobs "
+                             "WHERE thread_id = 't'").fetchall()
+    assert writes <= set(kept)  # no writes of a dropped checkpoint
+    named = {(c, v) for versions in kept.values() for c, v in versions.items()}
+    assert blobs and set(blobs) <= named  # no blob that no kept checkpoint names
     memory.close()
 
 

@@ -94,7 +94,7 @@ class Checkpoints(ABC):
     @property
     def retain_every(self) -> int:
         """Checkpoint writes between retentions: as rare as the bound allows (a retention is
-        three statements on PostgreSQL); with ``keep`` at or over the bound, every ``keep``."""
+        one statement on PostgreSQL); with ``keep`` at or over the bound, every ``keep``."""
         return self.bound - self.keep if self.keep < self.bound else max(1, self.keep)
 
     @abstractmethod

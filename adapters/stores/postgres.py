@@ -89,10 +89,10 @@ class _PostgresCheckpoints(Checkpoints):
         await self.store.arun(tx, self.retain)
 
     def retain(self, tx: Tx) -> None:
-        from adapters._upstream import postgres_retain_statements
+        from adapters._upstream import POSTGRES_RETAIN
 
-        for statement in postgres_retain_statements():  # batched: they go with the COMMIT
-            self.store.send(tx, statement, {"thread_id": tx.thread_id, "keep": self.keep})
+        # batched: it goes with the COMMIT
+        self.store.send(tx, POSTGRES_RETAIN, {"thread_id": tx.thread_id, "keep": self.keep})
 
     def close(self) -> None:
         if self._pool is not None:
