@@ -280,10 +280,16 @@ class MemoryPolicy:
     def count(self, messages: Sequence[BaseMessage]) -> int:
         return self._counter(list(messages))
 
+    @property
+    def additive(self) -> bool:
+        """Counts add up per message (the counter was declared so): they may be kept."""
+        return is_additive(self._counter)
+
     # -- the fold rule --------------------------------------------------------------
-    def trigger_reason(self, window: Sequence[BaseMessage]) -> str:
-        """Why the window must be folded, or ``""`` when it fits."""
-        tokens = self.count(window) if self.max_tokens is not None else None
+    def trigger_reason(self, window: Sequence[BaseMessage], tokens: int | None = None) -> str:
+        """Why the window must be folded, or ``""`` when it fits (``tokens``: already counted)."""
+        if tokens is None and self.max_tokens is not None:
+            tokens = self.count(window)
         return self._reason(tokens, len(window))
 
     def _reason(self, tokens: int | None, length: int) -> str:
@@ -311,7 +317,7 @@ class MemoryPolicy:
         The plan is the same for every counter; only the cost differs. An additive counter
         (the built-ins) counts each message once: linear. A monotonic one is bisected over the
         cut points. Any other callable gets the plain scan, one count per candidate tail."""
-        if self.max_tokens is not None and is_additive(self._counter):
+        if self.max_tokens is not None and self.additive:
             return self._plan_additive(window)
         reason = self.trigger_reason(window)
         if not reason:

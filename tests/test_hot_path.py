@@ -305,3 +305,75 @@ def test_classic_save_and_load_leave_no_garbage_for_the_cycle_collector(
     assert memory.load("t").folds >= 2
     assert garbage == []
     memory.close()
+
+
+def test_window_counts_equal_a_whole_count_through_growth_folds_and_replacements() -> None:
+    import random
+
+    from adapters import count_tokens_cjk
+    from adapters.backends.classic import WindowCounts
+
+    counts = WindowCounts(count_tokens_cjk, windows=8)
+    rng = random.Random(3)
+    windows: list[list[Any]] = [[] for _ in range(5)]
+    counted: list[int] = []
+    real = counts.counter
+    counts.counter = lambda ms: (counted.append(len(ms)), real(ms))[1]
+    for step in range(600):
+        w = rng.randrange(5)
+        window = windows[w]
+        action = rng.random()
+        if action < 0.6:  # a turn
+            window = window + [HumanMessage(f"q{step} " * rng.randrange(1, 9)), AIMessage("a")]
+        elif action < 0.75:  # a fold drops the head
+            window = window[rng.randrange(len(window) + 1):]
+        elif action < 0.85 and window:  # a replaced window: equal messages, new objects
+            window = [m.model_copy() for m in window]
+        elif window:  # one message replaced in the middle
+            i = rng.randrange(len(window))
+            window = [*window[:i], HumanMessage("replaced"), *window[i + 1:]]
+        windows[w] = window
+        assert counts(window) == count_tokens_cjk(window)
+    assert len(counts._sums) <= 8
+    counted.clear()
+    grown = windows[0] + [HumanMessage("one more")]
+    counts(windows[0])
+    counted.clear()
+    assert counts(grown) == count_tokens_cjk(grown) and counted == [1]  # only the new one
+
+
+def test_classic_folds_the_same_with_and_without_kept_window_counts() -> None:
+    from adapters import MemoryPolicy
+
+    def run(keep_counts: bool) -> list[Any]:
+        memory = SummaryMemory(backend="classic", store="memory",
+                               policy=MemoryPolicy(max_tokens=200, keep_tokens=90))
+        backend = memory._backend.backend
+        counts, policy = backend._counts, memory.active_policy
+        assert counts is not None
+
+        def checked(window: Any) -> int:  # every kept count equals a whole count
+            assert counts(window) == policy.count(window)
+            return counts(window)
+        backend._counts = checked if keep_counts else None
+        backend._local.__dict__.clear()  # the per-thread memory took the old value
+        views = []
+        for i in range(40):
+            memory.save("t", *filler_turn("t", i, 9 + i % 7))
+            view = memory.load("t")
+            views.append((view.summary, view.folds, [m.content for m in view.messages]))
+        return views
+    assert run(True) == run(False)
+
+
+def test_window_counts_only_where_messages_are_kept_and_counts_add_up(tmp_path: Any) -> None:
+    from adapters import MemoryPolicy
+
+    def not_declared(messages: Any) -> int:
+        return len(messages) * 7
+    assert SummaryMemory(backend="classic", store="memory")._backend.backend._counts
+    for memory in (SummaryMemory(backend="classic", store=f"sqlite:///{tmp_path}/c.db"),
+                   SummaryMemory(backend="classic", store="memory",
+                                 policy=MemoryPolicy(max_tokens=500, token_counter=not_declared))):
+        assert memory._backend.backend._counts is None
+        memory.close()

@@ -25,7 +25,7 @@ from adapters.stores.base import ClassicSnapshot, Tx
 from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView, ThreadRecord, detach
 
-__all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory"]
+__all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory", "WindowCounts"]
 
 
 @dataclass
@@ -61,12 +61,48 @@ class StepWindow(BaseChatMessageHistory):
         self.writes.clear = True
 
 
+class WindowCounts:
+    """``counter(window)`` for an additive counter, counting only what is new. On a store
+    whose reads hand out its own, never-edited message objects, a thread's window is the
+    previous one plus a turn, or minus a folded head: the count of the common head is kept
+    (prefix sums, keyed by the identity of the window's first message, which the entry holds
+    so the identity is not reused) and only the rest is counted. A window that starts
+    elsewhere is counted whole."""
+
+    def __init__(self, counter: Any, windows: int = 4096) -> None:
+        self.counter, self.windows = counter, windows
+        self.base: int = counter([])
+        self._sums: dict[int, tuple[tuple[BaseMessage, ...], list[int]]] = {}
+
+    def __call__(self, window: Sequence[BaseMessage]) -> int:
+        if not window:
+            return self.base
+        entry = self._sums.get(id(window[0]))
+        same = 0
+        if entry is not None:
+            for seen, message in zip(entry[0], window):
+                if seen is not message:
+                    break
+                same += 1
+        sums = entry[1][: same + 1] if same else [0]
+        total = sums[-1]
+        counter, base = self.counter, self.base
+        for message in window[same:]:
+            total += counter([message]) - base
+            sums.append(total)
+        if len(self._sums) >= self.windows:
+            self._sums.clear()  # a bound, not an LRU
+        self._sums[id(window[0])] = (tuple(window), sums)
+        return base + total
+
+
 class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
     """``ConversationSummaryBufferMemory`` whose prune follows a memshift policy and folds
     through the function the engine handed in."""
 
     _fold: Any = PrivateAttr(default=None)
     _policy: Any = PrivateAttr(default=None)
+    _counts: WindowCounts | None = PrivateAttr(default=None)
     _folds: int = PrivateAttr(default=0)
     folded: bool = False
 
@@ -76,8 +112,9 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         window = list(history.messages)  # a copy: never mutate what a getter returned
         # private attributes straight from pydantic's slot (its __getattr__ costs ~2 µs each)
         private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
-        policy, fold = private["_policy"], private["_fold"]
-        if not policy.trigger_reason(window):  # one count of the window, like stock's prune;
+        policy, fold, counts = private["_policy"], private["_fold"], private["_counts"]
+        tokens = counts(window) if counts is not None and policy.max_tokens is not None else None
+        if not policy.trigger_reason(window, tokens):  # one count, like stock's prune;
             return  # plan_fold would answer "no cut" after counting message by message
         plan = policy.plan_fold(window)
         if not plan.cutoff or fold is None:
@@ -110,6 +147,8 @@ class ClassicBackend(MemoryBackend):
         super().__init__(**kwargs)
         self.summary_message_cls = summary_message_cls
         self._local = threading.local()
+        self._counts = WindowCounts(self.policy.count) if self.store.shares_messages and \
+            self.policy.additive else None
         # The stock class validates llm as a BaseLanguageModel; folds never call it.
         self.llm = llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
             summarizer=None, token_counter=self.policy.counter)
@@ -134,6 +173,7 @@ class ClassicBackend(MemoryBackend):
                 return_messages=True,
             )
             memory._policy = self.policy
+            memory._counts = self._counts
         fields, private = memory.__dict__, memory.__pydantic_private__
         fields["chat_memory"] = StepWindow(snapshot, writes or ClassicWrites())
         fields["moving_summary_buffer"] = snapshot.summary
