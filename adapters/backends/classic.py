@@ -78,13 +78,13 @@ class WindowCounts:
         if not window:
             return self.base
         entry = self._sums.get(id(window[0]))
-        same = 0
+        same, sums = 0, [0]
         if entry is not None:
             for seen, message in zip(entry[0], window):
                 if seen is not message:
                     break
                 same += 1
-        sums = entry[1][: same + 1] if same else [0]
+            sums = entry[1][: same + 1]
         total = sums[-1]
         counter, base = self.counter, self.base
         for message in window[same:]:
