@@ -28,7 +28,7 @@ def check_thread_id(thread_id: Any) -> str:
         raise InvalidThreadId(
             f"thread id must be at most {MAX_THREAD_ID_LENGTH} characters without NUL bytes"
         )
-    if not _encodable(thread_id):
+    if not thread_id.isascii() and not _encodable(thread_id):  # isascii: O(1), no surrogates
         raise InvalidThreadId("thread id is not valid Unicode (a lone surrogate)")
     return thread_id
 

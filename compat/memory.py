@@ -132,10 +132,6 @@ class SummaryMemory(StockSurface, BaseMemory):
                 and self._store.shares_messages:  # strings are rendered once per message
             self._renderer = BufferRenderer()
 
-    def __getattr__(self, name: str) -> Any:  # private attributes: pydantic's takes ~3 µs
-        private = None if name.startswith("__") else self.__pydantic_private__  # no recursion
-        return private[name] if private and name in private else super().__getattr__(name)
-
     @field_serializer("store", "target_store")
     def _dump_store(self, value: Any) -> str | None:
         """``model_dump`` never carries a password: URLs are redacted, store objects named."""
@@ -423,3 +419,30 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     async def aclear(self, thread_id: str | None = None) -> None:
         await self._backend.aclear(self._touch(thread_id))
+
+
+class _Private:
+    """Reads a private attribute from pydantic's slot. Pydantic serves them from
+    ``__getattr__`` only after the normal lookup failed (~1.6 µs a read, eight reads per
+    save+load); a class-level data descriptor is found first (~0.14 µs). Writes still go
+    through pydantic's ``__setattr__``, which stores them in the same slot."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            return obj.__pydantic_private__[self.name]
+        except (KeyError, TypeError):  # not set yet, or no private state
+            raise AttributeError(self.name) from None
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__pydantic_private__[self.name] = value
+
+
+for _name in SummaryMemory.__private_attributes__:
+    setattr(SummaryMemory, _name, _Private(_name))
