@@ -134,19 +134,27 @@ def bench(kind: str, fresh: Callable[[], tuple[str, Callable[[], None]]], work: 
     return medians
 
 
-def facade_overhead(turns: int, reps: int) -> None:
-    """In memory, no folds: microseconds per save+load, memshift vs the bare stock class."""
+def facade_overhead(turns: int, reps: int, conversations: int = 20) -> None:
+    """In memory, no folds: microseconds per save+load, memshift vs the bare stock class.
+    A sample is ``conversations`` fresh conversations of ``turns`` turns in this thread (no
+    thread start in the timing); contenders alternate within each repetition."""
     work = WORKLOADS["rare"]
     made = {n: CONTENDERS[n]("memory", work) for n in
             ("memshift classic", "stock classic", "memshift middleware", "stock middleware")}
     made["memshift classic, messages"] = memshift("classic", messages=True)("memory", work)
     made["stock classic, messages"] = stock_classic("memory", work, messages=True)
     us: dict[str, list[float]] = {n: [] for n in made}
-    for _ in range(reps):
+    for rep in range(reps):
         for n, (op, _close) in made.items():
-            us[n].append(1e6 / rate(op, 1, turns))
+            many = conversations if "middleware" not in n else max(1, conversations // 10)
+            start = time.perf_counter()
+            for c in range(many):
+                for i in range(turns):
+                    op(f"facade-{rep}-{c}", i)
+            us[n].append((time.perf_counter() - start) * 1e6 / (many * turns))
     med = {n: statistics.median(v) for n, v in us.items()}
-    print(f"\nfacade overhead in memory (us per save+load, median of {reps}, no folds)")
+    print(f"\nfacade overhead in memory (us per save+load, median of {reps}, no folds, "
+          f"{turns} turns per conversation)")
     for ours, theirs in (("memshift classic", "stock classic"),
                          ("memshift classic, messages", "stock classic, messages"),
                          ("memshift middleware", "stock middleware")):
