@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 import re
@@ -11,7 +12,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 
 from adapters import tokens
@@ -117,6 +125,24 @@ def test_tool_calls_count() -> None:
     plain = count_tokens_cjk([AIMessage("x")])
     with_call = count_tokens_cjk([AIMessage("x", tool_calls=[{"name": "search", "args": {"q": "a b " * 40}, "id": "1"}])])
     assert with_call > plain + 20
+
+
+class _Reply(AIMessage):
+    """A user's subclass of AIMessage: its tool calls count as AIMessage's do."""
+
+
+def test_tool_calls_count_for_every_kind_of_ai_message() -> None:
+    call = [{"name": "search", "args": {"q": "a b " * 40}, "id": "1"}]
+    expected = count_tokens_cjk([AIMessage("x", tool_calls=call)])
+    for message in (_Reply("x", tool_calls=call), AIMessageChunk(content="x", tool_calls=call)):
+        assert count_tokens_cjk([message]) == expected, type(message)
+    for other in (HumanMessage("x"), SystemMessage("x"), ToolMessage("x", tool_call_id="1")):
+        assert count_tokens_cjk([other]) == count_tokens_cjk([AIMessage("x")]) < expected - 20
+    for _ in range(70):  # the per-class answers stay few, and right after being cleared
+        kind = type("Reply", (AIMessage,), {"__doc__": "A class made at run time."})
+        assert count_tokens_cjk([kind("x", tool_calls=call), HumanMessage("x")]) == \
+            expected + count_tokens_cjk([HumanMessage("x")])
+    assert len(tokens._AI_CLASSES) <= 64
 
 
 def test_non_text_blocks_count_as_placeholders() -> None:
@@ -461,3 +487,136 @@ def test_count_is_deterministic_and_needs_no_memo() -> None:
     copies = [HumanMessage((tokens.message_text(m) + " ")[:-1]) for m in messages]
     assert all(count_tokens_cjk([m]) >= 3 for m in copies)
     assert [count_tokens_cjk([m]) for m in messages] == first
+
+
+# -- the fast paths count exactly as the formula did ------------------------------------------
+
+
+def _frozen_class_of(byte: int) -> bytes:
+    """``tokens._class_of`` as it was when the fast paths were added (a frozen copy)."""
+    char = chr(byte)
+    if byte < 0x80:
+        return b"0" if char.isdigit() or char == "|" else b" " if char.isspace() else \
+            b"a" if char.isalpha() else b"."
+    if byte < 0xC0 or byte >= 0xE3:
+        return b""
+    if byte == 0xC2 or byte == 0xE2:
+        return b"."
+    return b" " if byte >= 0xE0 else b"a"
+
+
+_FROZEN_CLASSES = b"".join(_frozen_class_of(i) or b"\0" for i in range(256))
+_FROZEN_DROPPED = bytes(i for i in range(256) if not _frozen_class_of(i))
+
+
+def _frozen_count_text(text: str) -> int:
+    """``tokens._count_text`` before the fast paths (a frozen copy): every count, every term."""
+    data = text.encode("utf-8", "surrogatepass")
+    classes = data.translate(_FROZEN_CLASSES, _FROZEN_DROPPED)
+    count = classes.count
+    return math.ceil(0.430 * len(text) + 0.118 * len(data) - 0.436 * len(classes)
+                     + 0.489 * count(b" a") + 0.629 * count(b".") - 5.908 * count(b"........")
+                     + 0.955 * count(b"0") - 1.826 * count(b"000"))
+
+
+_MIXED = ("abcdefghij XYZ     \n\t.,;:!?-=*#_~`'\"()[]{}<>/\\@&%$+^0123456789|||"
+          "éüßñ ЖжПривет ΩλΣ عرب שלום हिन्दी ไทย 中文对话摘要 かなカナ 한국어 🎉👍🏽 "
+          "\u00a0«»¿ —–…•→ \u3000，。！ \ufffd \ud800\udfff\udc00 \x00\x1f\x7f")
+
+
+def _differential_texts() -> list[str]:
+    """Edge cases of every term of the formula, then seeded random mixes of all classes."""
+    texts = ["", " ", "   ", "\n", "\n\n\t \r\n", "\u3000", "\u00a0" * 3, "a", ".", "0", "|"]
+    texts += list(MULTILINGUAL.values()) + list(MARKDOWN_AND_CODE.values()) + [CHINESE]
+    texts += ["hello world " * k for k in (1, 7, 100)]
+    for digits in range(0, 13):  # 0, 1, 2, 3 and more digits, alone and in groups
+        run = "1234567890123"[:digits]
+        texts += [run, f"v{run}", f"build {run} passed", f"{run} {run[:2]} {run[:1]}", run + "|"]
+    for mark in "=-*#_~.|" + "—«…":
+        for length in range(1, 71):  # blocks of 8 marks: 0 to 8 of them
+            texts += [mark * length, f"Report\n{mark * length}\nok", "a" + mark * length + "9"]
+    texts += ["|---|---|", "| a | b |\n|---|---|\n| 1 | 2 |", "|" + "---|" * 20,
+              "| Name | Tokens |\n|:-----|------:|\n| `max_tokens` | 1,200 |"]
+    texts += ["\ud800", "\udfff", "a\ud83d b", "\ud800 lone surrogate", "x\udc00" * 9,
+              "🎉" * 10, "👍🏽 ok", "Привет, мир! 123", "é" * 50, "ह" * 9, "中" * 300]
+    texts += ["ab. " * n for n in range(0, 700, 7)]  # long ASCII, past any per-length table
+    texts += [("Ab 1.|" * 200)[:n] for n in range(1100)]  # every ASCII length up to 1100
+    texts += ["x" * n for n in (1023, 1024, 1025, 2048, 4095, 4096, 4097, 65536)]
+    rng = random.Random(20270517)
+    for _ in range(4000):
+        length = rng.choice((rng.randint(0, 12), rng.randint(0, 120), rng.randint(0, 1500)))
+        alphabet = rng.choice((_MIXED, _MIXED[:80], "=-|0 a.", "abc 12.,"))
+        texts.append("".join(rng.choice(alphabet) for _ in range(length)))
+    return texts
+
+
+def test_class_tables_are_the_frozen_ones() -> None:
+    assert tokens._CLASSES == _FROZEN_CLASSES and tokens._DROPPED == _FROZEN_DROPPED
+
+
+def test_count_text_equals_the_frozen_formula_on_every_text() -> None:
+    wrong = {t[:40]: (tokens._count_text(t), _frozen_count_text(t)) for t in _differential_texts()
+             if tokens._count_text(t) != _frozen_count_text(t)}
+    assert not wrong, wrong
+
+
+def test_counter_equals_the_frozen_formula_on_a_miss_and_on_a_hit() -> None:
+    texts = _differential_texts()
+    expected = [_frozen_count_text(t) + 3 for t in texts]
+    tokens._MEMO.clear()
+    fresh = [HumanMessage((t + " ")[:-1]) for t in texts]  # new strings, never hashed
+    assert [count_tokens_cjk([m]) for m in fresh] == expected  # first counts (memo misses)
+    assert [count_tokens_cjk([m]) for m in fresh] == expected  # recounts (memo hits, if kept)
+    tokens._MEMO.clear()
+    assert count_tokens_cjk(HumanMessage(t) for t in texts) == sum(expected)
+
+
+def test_messages_with_blocks_or_tool_calls_equal_the_frozen_formula() -> None:
+    rng = random.Random(11)
+    for message in _random_messages(rng, 300):
+        tokens._MEMO.clear()
+        expected = _frozen_count_text(tokens.message_text(message)) + 3 \
+            + NON_TEXT_BLOCK_TOKENS * tokens.non_text_blocks(message)
+        assert count_tokens_cjk([message]) == expected
+        assert count_tokens_cjk([message]) == expected
+
+
+def test_memo_bounds_are_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (tokens._MEMO_ENTRIES, tokens._MEMO_CHARS) == (4096, 4_000_000)
+    tokens._MEMO.clear()
+    monkeypatch.setattr(tokens, "_memo_chars", 0)
+    largest = tokens._MEMO_CHARS // 8  # the largest text kept; anything longer is not
+    kept, too_big = "k" * largest, "t" * (largest + 1)
+    count_tokens_cjk([HumanMessage(kept), HumanMessage(too_big)])
+    assert kept in tokens._MEMO and too_big not in tokens._MEMO
+    assert tokens._memo_chars == largest
+    for i in range(7):  # 8 texts of the largest size fill the character budget exactly
+        count_tokens_cjk([HumanMessage(str(i) * largest)])
+    assert len(tokens._MEMO) == 8 and tokens._memo_chars == tokens._MEMO_CHARS
+    count_tokens_cjk([HumanMessage("one more")])  # over the character budget: cleared first
+    assert list(tokens._MEMO) == ["one more"] and tokens._memo_chars == len("one more")
+    tokens._MEMO.clear()
+    monkeypatch.setattr(tokens, "_memo_chars", 0)
+    count_tokens_cjk([HumanMessage(f"entry {i}") for i in range(tokens._MEMO_ENTRIES)])
+    assert len(tokens._MEMO) == tokens._MEMO_ENTRIES  # full, not yet cleared
+    count_tokens_cjk([HumanMessage("entry 0"), HumanMessage("the next one")])  # a hit, a miss
+    assert list(tokens._MEMO) == ["the next one"] and tokens._memo_chars == len("the next one")
+    tokens._MEMO.clear()
+
+
+def test_a_remembered_text_is_not_counted_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[str] = []
+    count_text = tokens._count_text
+
+    def spy(text: str) -> int:
+        counted.append(text)
+        return count_text(text)
+
+    monkeypatch.setattr(tokens, "_count_text", spy)
+    tokens._MEMO.clear()
+    big = "b" * (tokens._MEMO_CHARS // 8 + 1)
+    call = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "a"}, "id": "c1"}])
+    messages = [HumanMessage("hi"), HumanMessage(big), call, HumanMessage("hi")]
+    count_tokens_cjk(messages)
+    count_tokens_cjk(messages)
+    assert counted == ["hi", big, tokens.message_text(call), big]  # the big text is not kept
