@@ -248,12 +248,29 @@ def test_fresh_ids_are_unique_uuid4_strings() -> None:
 
 
 def test_private_attributes_read_fast_and_unknown_ones_still_raise() -> None:
+    """A spy on pydantic's private-attribute internals (``__private_attributes__``, the
+    ``__pydantic_private__`` slot): reads through memshift's descriptors, writes through
+    pydantic, copies and subclasses all see the same values."""
+    from compat.memory import _Private
+
+    assert {name for name, value in vars(SummaryMemory).items() if isinstance(value, _Private)} \
+        == set(SummaryMemory.__private_attributes__)
     memory = SummaryMemory(backend="classic", store="memory")
     assert memory._backend is memory.backend_impl and memory._adopter is None
     with pytest.raises(AttributeError):
         memory.no_such_attribute  # noqa: B018
     bound = memory.for_thread("t")
     assert bound._backend is memory._backend
+    marker = object()
+    bound._adopter = marker  # pydantic's __setattr__ writes the slot the descriptor reads
+    assert bound._adopter is marker and bound.__pydantic_private__["_adopter"] is marker
+    assert memory._adopter is None  # the copy has its own private state
+
+    class Sub(SummaryMemory):
+        pass
+    sub = Sub(backend="classic", store="memory")
+    sub.save_context({"input": "hi"}, {"output": "hello"})
+    assert sub.buffer == "Human: hi\nAI: hello" and sub._renderer is not None
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.type)
