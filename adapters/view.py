@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
+from operator import is_
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["MemoryView", "ThreadRecord", "compare_views", "detach", "message_signature",
+__all__ = ["MemoryView", "ThreadRecord", "compare_views", "detach", "kept_run", "message_signature",
            "with_id"]
 
 
@@ -58,6 +59,28 @@ def with_id(message: BaseMessage, message_id: str) -> BaseMessage:
     _set(copy, "__pydantic_extra__", None if extra is None else {})
     _set(copy, "__pydantic_private__", None if private is None else {})
     return copy
+
+
+def kept_run(seen: Sequence[BaseMessage], window: Sequence[BaseMessage]) -> tuple[int, int]:
+    """``(start, n)``: ``window[:n]`` are the very objects ``seen[start:start + n]`` (a
+    window read again after a turn was appended, or after a fold dropped ``seen[:start]``);
+    ``(0, 0)`` when ``window`` does not start inside ``seen``. Identity, not equality: only a
+    store that never edits the objects it hands out makes this a cache key."""
+    if not seen or not window:
+        return 0, 0
+    first = window[0]
+    start = 0 if seen[0] is first else next((i for i, m in enumerate(seen) if m is first), -1)
+    if start < 0:
+        return 0, 0
+    n = min(len(seen) - start, len(window))
+    if all(map(is_, seen[start:start + n], window)):  # the common case, at C speed
+        return start, n
+    same = 0
+    for old, new in zip(seen[start:], window):
+        if old is not new:
+            break
+        same += 1
+    return start, same
 
 
 def message_signature(message: BaseMessage) -> tuple:

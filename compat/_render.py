@@ -3,19 +3,20 @@
 On the in-memory store a classic window holds the store's own message objects, and the store
 never edits them: between two loads a thread's window only grows at its end (a turn) or loses
 its head (a fold). ``get_buffer_string`` renders each message on its own and joins the lines
-with ``"\\n"``, so the lines of messages rendered by an earlier load are reused and only new
-messages are rendered, by ``get_buffer_string`` itself. A string load of a 60-message window
-then costs ~3 µs instead of ~45 µs. Messages are matched by identity; the cache holds them, so
-an identity cannot be reused while it is cached. Anything else (a replaced window, a restore)
-renders the whole window again.
+with ``"\\n"``, so the lines of messages rendered by an earlier load are reused (matched by
+identity: ``kept_run``) and only new messages are rendered, by ``get_buffer_string`` itself.
+A string load of a 60-message window then costs ~3 µs instead of ~45 µs. The cache holds the
+messages, so an identity cannot be reused while it is cached. From the first message that is
+not the same object on (a replaced window, a restore), messages are rendered again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import is_
 
 from langchain_core.messages import BaseMessage, get_buffer_string
+
+from adapters.view import kept_run
 
 __all__ = ["BufferRenderer", "Style"]
 
@@ -38,15 +39,14 @@ class BufferRenderer:
     def render(self, thread_id: str, summary: str, window: Sequence[BaseMessage],
                style: Style) -> str:
         entry = self._cache.get(thread_id)
-        lines: list[str] | None = None
+        lines: list[str] = []
         head = ""
         if entry is not None and entry[0] == style:
             _, seen, seen_lines, seen_summary, seen_head = entry
             if summary and summary == seen_summary:
                 head = seen_head
-            lines = _reuse(seen, seen_lines, window)
-        if lines is None:
-            lines = []
+            start, n = kept_run(seen, window)
+            lines = seen_lines[start:start + n]  # a copy: the cached entry is never changed
         lines.extend(self._line(m, style) for m in window[len(lines):])
         if summary and not head:
             head = self._line(style[2](content=summary), style)
@@ -55,20 +55,3 @@ class BufferRenderer:
         self._cache[thread_id] = (style, tuple(window), lines, summary, head)
         return "\n".join([head, *lines] if summary else lines)
 
-
-def _reuse(seen: tuple[BaseMessage, ...], lines: list[str],
-           window: Sequence[BaseMessage]) -> list[str] | None:
-    """The lines of ``window``'s head that ``seen`` already rendered: ``seen`` minus the
-    messages a fold dropped must be the start of ``window`` (the rest is rendered anew)."""
-    if not seen or not window:
-        return None
-    start = 0
-    first = window[0]
-    if seen[0] is not first:
-        start = next((i for i, m in enumerate(seen) if m is first), -1)
-        if start < 0:
-            return None
-    kept = len(seen) - start
-    if kept > len(window) or not all(map(is_, seen[start:], window)):
-        return None
-    return lines[start:]

@@ -394,3 +394,15 @@ def test_window_counts_only_where_messages_are_kept_and_counts_add_up(tmp_path: 
                                  policy=MemoryPolicy(max_tokens=500, token_counter=not_declared))):
         assert memory._backend.backend._counts is None
         memory.close()
+
+
+def test_kept_run_finds_the_same_objects_after_a_turn_a_fold_or_a_replacement() -> None:
+    from adapters.view import kept_run
+
+    a, b, c, d, e = (HumanMessage(x) for x in "abcde")
+    assert kept_run((), [a]) == (0, 0) and kept_run((a,), []) == (0, 0)
+    assert kept_run((a, b), [a, b, c, d]) == (0, 2)  # a turn appended
+    assert kept_run((a, b, c), [b, c, d]) == (1, 2)  # a fold dropped the head
+    assert kept_run((a, b, c, d), [a, b, e, d]) == (0, 2)  # replaced from the third on
+    assert kept_run((a, b), [HumanMessage("a"), b]) == (0, 0)  # equal is not the same object
+    assert kept_run((a, b, c), [c]) == (2, 1) and kept_run((a, b), [a]) == (0, 1)

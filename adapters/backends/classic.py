@@ -23,7 +23,7 @@ from pydantic import PrivateAttr
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.stores.base import ClassicSnapshot, Tx
 from adapters.summarizer import SummarizerChatModel
-from adapters.view import MemoryView, ThreadRecord, detach
+from adapters.view import MemoryView, ThreadRecord, detach, kept_run
 
 __all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory", "WindowCounts"]
 
@@ -78,13 +78,8 @@ class WindowCounts:
         if not window:
             return self.base
         entry = self._sums.get(id(window[0]))
-        same, sums = 0, [0]
-        if entry is not None:
-            for seen, message in zip(entry[0], window):
-                if seen is not message:
-                    break
-                same += 1
-            sums = entry[1][: same + 1]
+        same = 0 if entry is None else kept_run(entry[0], window)[1]  # starts at 0: same key
+        sums = entry[1][: same + 1] if entry is not None else [0]
         total = sums[-1]
         counter, base = self.counter, self.base
         for message in window[same:]:
