@@ -357,6 +357,11 @@ def test_window_counts_equal_a_whole_count_through_growth_folds_and_replacements
     counts(windows[0])
     counted.clear()
     assert counts(grown) == count_tokens_cjk(grown) and counted == [1]  # only the new one
+    turn = [HumanMessage("a turn"), AIMessage("its answer")]
+    counts([*grown, *turn], stored=len(grown))  # this step's messages are not kept...
+    counted.clear()
+    copies = [m.model_copy() for m in turn]  # ...the store's copies of them come back
+    assert counts([*grown, *copies]) == count_tokens_cjk([*grown, *copies]) and counted == [1, 1]
 
 
 def test_classic_folds_the_same_with_and_without_kept_window_counts() -> None:
@@ -369,9 +374,11 @@ def test_classic_folds_the_same_with_and_without_kept_window_counts() -> None:
         counts, policy = backend._counts, memory.active_policy
         assert counts is not None
 
-        def checked(window: Any) -> int:  # every kept count equals a whole count
-            assert counts(window) == policy.count(window)
-            return counts(window)
+        def checked(window: Any, stored: int | None = None) -> int:  # kept count == whole count
+            assert stored is not None and stored <= len(window)
+            tokens = counts(window, stored)
+            assert tokens == policy.count(window)
+            return tokens
         backend._counts = checked if keep_counts else None
         backend._local.__dict__.clear()  # the per-thread memory took the old value
         views = []

@@ -67,14 +67,15 @@ class WindowCounts:
     previous one plus a turn, or minus a folded head: the count of the common head is kept
     (prefix sums, keyed by the identity of the window's first message, which the entry holds
     so the identity is not reused) and only the rest is counted. A window that starts
-    elsewhere is counted whole."""
+    elsewhere is counted whole. Only the first ``stored`` messages (those read from the store;
+    the rest are this step's, which the store keeps as its own copies) are kept."""
 
     def __init__(self, counter: Any, windows: int = 4096) -> None:
         self.counter, self.windows = counter, windows
         self.base: int = counter([])
         self._sums: dict[int, tuple[tuple[BaseMessage, ...], list[int]]] = {}
 
-    def __call__(self, window: Sequence[BaseMessage]) -> int:
+    def __call__(self, window: Sequence[BaseMessage], stored: int | None = None) -> int:
         if not window:
             return self.base
         entry = self._sums.get(id(window[0]))
@@ -85,9 +86,11 @@ class WindowCounts:
         for message in window[same:]:
             total += counter([message]) - base
             sums.append(total)
-        if len(self._sums) >= self.windows:
-            self._sums.clear()  # a bound, not an LRU
-        self._sums[id(window[0])] = (tuple(window), sums)
+        stored = len(window) if stored is None else stored
+        if stored:
+            if len(self._sums) >= self.windows:
+                self._sums.clear()  # a bound, not an LRU
+            self._sums[id(window[0])] = (tuple(window[:stored]), sums[: stored + 1])
         return base + total
 
 
@@ -108,7 +111,11 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         # private attributes straight from pydantic's slot (its __getattr__ costs ~2 µs each)
         private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
         policy, fold, counts = private["_policy"], private["_fold"], private["_counts"]
-        tokens = counts(window) if counts is not None and policy.max_tokens is not None else None
+        tokens = None
+        if counts is not None and policy.max_tokens is not None:
+            assert isinstance(history, StepWindow)  # read rows have keys, this step's have none
+            rows = history.snapshot.rows
+            tokens = counts(window, stored=len(rows) - rows.count(None))
         if not policy.trigger_reason(window, tokens):  # one count, like stock's prune;
             return  # plan_fold would answer "no cut" after counting message by message
         plan = policy.plan_fold(window)
