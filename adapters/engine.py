@@ -43,7 +43,8 @@ from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
 from adapters.summarizer import Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
-from adapters.view import MemoryView, ThreadRecord, detach, message_signature, with_id
+from adapters.view import (MemoryView, OwnedTurn, ThreadRecord, detach, message_signature, set_id,
+                           with_id)
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine"]
 
@@ -121,11 +122,11 @@ class MemoryEngine:
         only, like a stock ``chat_memory.add_messages``). Returns the turn as stored (ids may
         have been renewed). Raises ``SummarizerError`` only when the policy says
         ``on_summary_error="raise"``; the turn is committed either way."""
-        return run_sync(self._save(thread_id, list(turn), fold, guard))
+        return run_sync(self._save(thread_id, as_list(turn), fold, guard))
 
     async def asave(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
                     guard: Guard | None = None) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn), fold, guard))
+        return await run_async(self._save(thread_id, as_list(turn), fold, guard))
 
     def prune(self, thread_id: str) -> None:
         """Fold now if the policy says the window is over its limit (stock ``prune()``)."""
@@ -179,9 +180,10 @@ class MemoryEngine:
     def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
               guard: Guard | None = None) -> Steps[list[BaseMessage]]:
         planned, plan = _planner()
+        owned = type(turn) is OwnedTurn
 
         def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
-            stored = turn
+            stored: list[BaseMessage] = turn
             if guard is not None:  # e.g. the thread still belongs to this backend (staged)
                 yield from guard(tx)
             if self.owns_transcript:
@@ -190,7 +192,9 @@ class MemoryEngine:
                 if ids and len(ids) == len(turn) and set(ids) <= known and \
                         (yield self._run(tx, self.store.last_ids, len(ids))) == ids:
                     return None  # a client retrying a turn that did commit: no-op
-                stored = _fresh_ids(turn, known)
+                stored = _fresh_ids(turn, known, owned)
+                if owned:  # the store may keep these very objects: nobody else holds them
+                    self.store.adopt(tx, stored)
                 yield self._run(tx, self.store.append_transcript, self._for_transcript(stored))
             yield from self._step(tx, stored, plan)
             return stored
@@ -388,13 +392,23 @@ def new_id() -> str:
 _VARIANT = "89ab"  # RFC 4122 variant: the top two bits of byte 8 are 10
 
 
-def _fresh_ids(turn: list[BaseMessage], taken: set[str]) -> list[BaseMessage]:
+def as_list(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The turn as a list the engine may hold: an ``OwnedTurn`` as it is, anything else copied
+    (a plain list stays the caller's)."""
+    return turn if type(turn) is OwnedTurn else list(turn)
+
+
+def _fresh_ids(turn: list[BaseMessage], taken: set[str], owned: bool = False) -> list[BaseMessage]:
     """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
-    reducer would otherwise replace the earlier message and the transcript skip it."""
+    reducer would otherwise replace the earlier message and the transcript skip it. The
+    caller's messages are copied first; an owned turn's are changed in place."""
     out, seen = [], set()
     for message in turn:
         if message.id is None or message.id in taken or message.id in seen:
-            message = with_id(message, new_id())  # a copy: the caller's message is untouched
+            if owned:
+                set_id(message, new_id())
+            else:
+                message = with_id(message, new_id())  # a copy: the caller's message is untouched
         seen.add(message.id)
         out.append(message)
     return out

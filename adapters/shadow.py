@@ -24,7 +24,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from adapters.engine import MemoryEngine
+from adapters.engine import MemoryEngine, as_list
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.view import MemoryView, ThreadRecord, compare_views
 
@@ -176,11 +176,11 @@ class ShadowEngine:
 
     def save(self, thread_id: str, turn: Sequence[BaseMessage],
              fold: bool = True) -> list[BaseMessage]:
-        return run_sync(self._save(thread_id, list(turn), fold))
+        return run_sync(self._save(thread_id, as_list(turn), fold))
 
     async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
                     fold: bool = True) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn), fold))
+        return await run_async(self._save(thread_id, as_list(turn), fold))
 
     async def aclear(self, thread_id: str) -> None:
         await self.primary.aclear(thread_id)
@@ -225,9 +225,10 @@ class ShadowEngine:
         try:
             stored = yield from self.primary._save(thread_id, turn, fold, guard)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
+            # (a plain list: the candidate's store keeps its own copies, never the primary's)
             if mirror:
                 self._candidate_write(thread_id, "save",
-                                      lambda: self.candidate_backend.save(thread_id, stored, fold))
+                                      lambda: self.candidate_backend.save(thread_id, list(stored), fold))
         return stored
 
     def clear(self, thread_id: str) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from adapters.engine import MemoryEngine
+from adapters.engine import MemoryEngine, as_list
 from adapters.errors import ConfigError, MemshiftError
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Placement, Tx, in_transaction, store_io
@@ -198,11 +198,11 @@ class StagedEngine:
         return await run_async(self._load(thread_id))
 
     def save(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True) -> list[BaseMessage]:
-        return run_sync(self._save(thread_id, list(turn), fold))
+        return run_sync(self._save(thread_id, as_list(turn), fold))
 
     async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
                     fold: bool = True) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, list(turn), fold))
+        return await run_async(self._save(thread_id, as_list(turn), fold))
 
     def place(self, thread_id: str) -> Placement:
         """Apply this configuration to one thread now (an eager move)."""

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from operator import is_
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["MemoryView", "ThreadRecord", "compare_views", "detach", "kept_run", "message_signature",
-           "with_id"]
+__all__ = ["MemoryView", "OwnedTurn", "ThreadRecord", "compare_views", "detach", "kept_run",
+           "message_signature", "new_message", "set_id", "with_id"]
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # immutable: shared, never copied
@@ -59,6 +60,50 @@ def with_id(message: BaseMessage, message_id: str) -> BaseMessage:
     _set(copy, "__pydantic_extra__", None if extra is None else {})
     _set(copy, "__pydantic_private__", None if private is None else {})
     return copy
+
+
+class OwnedTurn(list):  # type: ignore[type-arg]
+    """A turn whose message objects were built or copied for this one save (``as_turn``,
+    ``as_messages``) and that nobody else holds: the engine sets missing ids in place and a
+    store may keep the objects themselves instead of copying them again. A plain list is
+    always copied (the caller may still hold and edit its messages)."""
+
+
+def set_id(message: BaseMessage, message_id: str) -> None:
+    """``message.id = message_id`` without pydantic's ``__setattr__`` (for an owned message)."""
+    message.__dict__["id"] = message_id
+    message.__pydantic_fields_set__.add("id")
+
+
+_PROTOTYPES: dict[type, tuple[dict[str, Any], tuple[tuple[str, type], ...], bool]] = {}
+
+
+def new_message(cls: type[BaseMessage], content: str) -> BaseMessage:
+    """``cls(content=content)`` for a text ``content``, at half its cost: a copy of a
+    prototype built once by the real constructor, with new empty containers (the
+    constructor validates and runs LangChain's ``__init__`` in Python; a save builds two).
+    A differential test holds it equal to the constructor for every message class used."""
+    proto = _PROTOTYPES.get(cls)
+    if proto is None:
+        message = cls(content="")
+        if message.__pydantic_private__ or message.__pydantic_fields_set__ != {"content"} or \
+                message.__pydantic_extra__:
+            return cls(content=content)  # not a plain prototype: the constructor every time
+        values = message.__dict__
+        proto = _PROTOTYPES[cls] = (values, tuple(
+            (k, type(v)) for k, v in values.items() if type(v) in _CONTAINERS),
+            message.__pydantic_extra__ is None)
+    values, containers, no_extra = proto
+    fields = values.copy()
+    for key, kind in containers:  # empty in the prototype: new ones, never shared
+        fields[key] = kind()
+    fields["content"] = content
+    message = _new(cls)
+    _set(message, "__dict__", fields)
+    _set(message, "__pydantic_fields_set__", {"content"})
+    _set(message, "__pydantic_extra__", None if no_extra else {})
+    _set(message, "__pydantic_private__", None)
+    return message
 
 
 def kept_run(seen: Sequence[BaseMessage], window: Sequence[BaseMessage]) -> tuple[int, int]:

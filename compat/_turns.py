@@ -14,6 +14,7 @@ from langchain_core.messages import (
 )
 
 from adapters.errors import ContentError, InvalidThreadId
+from adapters.view import OwnedTurn, detach, new_message
 
 __all__ = ["as_turn", "check_thread_id", "split_turns"]
 
@@ -78,7 +79,9 @@ def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
     if isinstance(value, BaseMessageChunk):  # a streamed answer: store the whole message
         message = message_chunk_to_message(value).model_copy(deep=True)
     elif isinstance(value, BaseMessage):
-        message = value.model_copy(deep=True)
+        message = detach(value)  # = model_copy(deep=True), at a fraction of its cost
+    elif type(value) is str:
+        message = new_message(cls, value)  # = cls(content=value), at half its cost
     elif isinstance(value, (str, list)):  # text, or content blocks as stock stores them
         try:
             message = cls(content=value)
@@ -91,9 +94,10 @@ def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
     return message  # a message without an id gets one from the engine (no retry check needed)
 
 
-def as_turn(human: Any, ai: Any) -> list[BaseMessage]:
-    """``human`` (str | message) and ``ai`` (str | message | list of messages) as one turn."""
-    turn = [_message(human, HumanMessage, "human")]
+def as_turn(human: Any, ai: Any) -> OwnedTurn:
+    """``human`` (str | message) and ``ai`` (str | message | list of messages) as one turn,
+    of new objects that nobody else holds (the store may keep them as they are)."""
+    turn = OwnedTurn([_message(human, HumanMessage, "human")])
     if isinstance(ai, (list, tuple)) and ai and all(isinstance(m, BaseMessage) for m in ai):
         turn.extend(_message(m, AIMessage, "ai") for m in ai)  # an agent turn
     else:
@@ -101,8 +105,9 @@ def as_turn(human: Any, ai: Any) -> list[BaseMessage]:
     return turn
 
 
-def as_messages(messages: Iterable[Any]) -> list[BaseMessage]:
-    out = []
+def as_messages(messages: Iterable[Any]) -> OwnedTurn:
+    """Copies of ``messages`` (checked), which nobody else holds."""
+    out = OwnedTurn()
     for m in messages:
         if not isinstance(m, BaseMessage):
             raise ContentError(f"expected BaseMessage, got {type(m).__name__}")

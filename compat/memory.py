@@ -241,14 +241,19 @@ class SummaryMemory(StockSurface, BaseMemory):
         await self._asave(thread_id, as_messages(messages))
 
     def _save(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
-        stored = self._backend.save(tid := self._touch(thread_id), turn)
-        if self._adopter is not None:
-            self._adopter.after_save(tid, stored)
+        if self._adopter is None:
+            self._backend.save(self._touch(thread_id), turn)
+            return
+        # a plain list: the store keeps its own copies, the legacy history gets the turn
+        stored = self._backend.save(tid := self._touch(thread_id), list(turn))
+        self._adopter.after_save(tid, stored)
 
     async def _asave(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
-        stored = await self._backend.asave(tid := self._touch(thread_id), turn)
-        if self._adopter is not None:
-            self._adopter.after_save(tid, stored)
+        if self._adopter is None:
+            await self._backend.asave(self._touch(thread_id), turn)
+            return
+        stored = await self._backend.asave(tid := self._touch(thread_id), list(turn))
+        self._adopter.after_save(tid, stored)
 
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and

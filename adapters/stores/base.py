@@ -190,6 +190,10 @@ class Store(ABC):
 
         return self._stripes[stripe_of(thread_id, self.lock_stripes)]
 
+    def adopt(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        """``messages`` are new objects nobody else holds: the writes of ``tx`` may keep them
+        as they are (a store that holds message objects need not copy them). Not I/O."""
+
     # -- thread log ----------------------------------------------------------------------
     @abstractmethod
     def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:

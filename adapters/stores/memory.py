@@ -187,6 +187,12 @@ class MemoryStore(Store):
             tx.lock.release()
             tx.lock = None
 
+    def adopt(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
+        assert isinstance(tx, MemoryTx)
+        copies = tx.copies
+        for message in messages:
+            copies[id(message)] = (message, message)
+
     def rollback(self, tx: Tx) -> None:
         assert isinstance(tx, MemoryTx)
         with self._guard:
