@@ -43,8 +43,8 @@ from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
 from adapters.summarizer import Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
-from adapters.view import (MemoryView, OwnedTurn, ThreadRecord, detach, message_signature, set_id,
-                           with_id)
+from adapters.view import (MemoryView, OwnedTurn, ThreadRecord, detach, message_signature,
+                           new_message, set_id, with_id)
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine"]
 
@@ -322,7 +322,7 @@ class MemoryEngine:
             messages_before=len(job.window), messages_kept=len(job.window) - len(folded),
             folded=len(folded), folded_first_id=folded[0].id if folded else None,
             folded_last_id=folded[-1].id if folded else None,
-            summary_tokens=self.policy.count([SystemMessage(text)]) if text else 0,
+            summary_tokens=self.policy.count([new_message(SystemMessage, text)]) if text else 0,
             summarizer=summarizer_name(self.summarizer),
             prompt_version=self.policy.prompt_version, policy=self.policy.recorded(),
             duration_ms=round(seconds * 1000, 3), error=error, backend=self.name)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["FoldRecord", "comparable"]
 
 logger = logging.getLogger("memshift.folds")
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,14 @@ class FoldRecord:
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """``dataclasses.asdict(self)``: every field, the policy copied (without asdict's
+        recursive walk over every value: a fold writes one record)."""
+        out = dict(self.__dict__)
+        policy = self.policy
+        if policy is not None:  # plain values (what MemoryPolicy.recorded holds): one level
+            out["policy"] = dict(policy) if all(
+                type(v) in _PLAIN for v in policy.values()) else deepcopy(policy)
+        return out
 
     def log(self) -> None:
         """INFO carries numbers only: never message or summary text."""

@@ -219,11 +219,15 @@ class MemoryPolicy:
 
     def recorded(self) -> dict[str, Any]:
         """The fold rule as plain data, stored with every fold record so that tools
-        (migrate, resummarize, replay) can use the policy a thread was folded with."""
-        out: dict[str, Any] = {name: getattr(self, name) for name in self.RECORDED}
-        out["token_counter"] = _counter_spec(self.token_counter)
-        out["prompt_version"] = self.prompt_version
-        return out
+        (migrate, resummarize, replay) can use the policy a thread was folded with. Built
+        once (the policy is frozen); each call gets its own copy."""
+        out: dict[str, Any] | None = self.__dict__.get("_recorded")
+        if out is None:
+            out = {name: getattr(self, name) for name in self.RECORDED}
+            out["token_counter"] = _counter_spec(self.token_counter)
+            out["prompt_version"] = self.prompt_version
+            object.__setattr__(self, "_recorded", out)
+        return dict(out)
 
     @classmethod
     def from_recorded(cls, data: dict[str, Any], **overrides: Any) -> MemoryPolicy:
@@ -261,8 +265,13 @@ class MemoryPolicy:
 
     @property
     def prompt_version(self) -> str:
-        """Short hash of the summary prompt text, for fold records and reports."""
-        return hashlib.sha256(self._prompt.template.encode()).hexdigest()[:12]
+        """Short hash of the summary prompt text, for fold records and reports (hashed once:
+        the policy is frozen)."""
+        version: str | None = self.__dict__.get("_prompt_version")
+        if version is None:
+            version = hashlib.sha256(self._prompt.template.encode()).hexdigest()[:12]
+            object.__setattr__(self, "_prompt_version", version)
+        return version
 
     def overflowed(self, exc: BaseException | None) -> bool:
         """Did the summarizer reject its input as too long? ``is_overflow`` if given, else the

@@ -26,6 +26,7 @@ from adapters.framing import frame_safe
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.structured import is_rendered, merge, parse_delta, parse_rendered, render
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
+from adapters.workers import call_with_timeout
 
 __all__ = [
     "CachingSummarizer",
@@ -252,23 +253,8 @@ def summarizer_io(summarizer: Any, summary: str, messages: Sequence[BaseMessage]
 def _call(summarizer: Any, summary: str, messages: list[BaseMessage], timeout: float | None) -> Any:
     if timeout is None:
         return summarizer.summarize(summary, messages)
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:  # a daemon thread: a hung provider cannot hold the caller
-        try:
-            box["value"] = summarizer.summarize(summary, messages)
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="memshift-summarizer", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"summarizer gave no answer within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    # a reused daemon thread: a hung provider cannot hold the caller
+    return call_with_timeout(summarizer.summarize, summary, messages, timeout=timeout)
 
 
 async def _acall(summarizer: Any, summary: str, messages: list[BaseMessage],
