@@ -122,3 +122,41 @@ def test_the_recorded_policy_rebuilds_the_same_rule() -> None:
             "callable:") else expected)  # a user function cannot be rebuilt: the default
         assert {k: v for k, v in again.recorded().items() if k != "token_counter"} == \
             {k: v for k, v in data.items() if k != "token_counter"}
+
+
+def test_recorded_and_prompt_version_are_built_once_and_never_shared() -> None:
+    import dataclasses
+
+    policy = MemoryPolicy(max_tokens=400, keep_tokens=200)
+    first = policy.recorded()
+    first["max_tokens"] = 1
+    assert policy.recorded()["max_tokens"] == 400 and policy.recorded() is not policy.recorded()
+    assert policy.recorded()["prompt_version"] == policy.prompt_version
+    other = dataclasses.replace(policy, summary_prompt="Fold {summary} with {new_lines} tersely.")
+    assert other.prompt_version != policy.prompt_version
+    assert other.recorded()["prompt_version"] == other.prompt_version
+    assert other == dataclasses.replace(policy, summary_prompt=other.summary_prompt)
+    assert MemoryPolicy(max_tokens=400, keep_tokens=200) == policy  # caches never compared
+
+
+def test_fold_record_as_dict_equals_asdict_and_shares_nothing() -> None:
+    import dataclasses
+
+    from adapters.folds import FoldRecord
+
+    nested = {"max_tokens": 10, "extra": {"list": [1, 2]}}
+    for policy in (MemoryPolicy(max_tokens=10).recorded(), nested, None):
+        record = FoldRecord(thread_id="t", version=1, trigger="tokens=11>10", messages_before=3,
+                            messages_kept=1, folded=2, folded_first_id="a", folded_last_id="b",
+                            summary_tokens=5, summarizer="s", prompt_version="p",
+                            duration_ms=1.0, policy=policy)
+        out = record.as_dict()
+        assert out == dataclasses.asdict(record)
+        if policy is not None:
+            assert out["policy"] is not policy
+            out["policy"]["max_tokens"] = 99
+            if "extra" in out["policy"]:
+                out["policy"]["extra"]["list"].append(3)
+            assert record.policy is not None and record.policy["max_tokens"] == 10
+    assert out["policy"] is None
+    assert nested["extra"]["list"] == [1, 2]
