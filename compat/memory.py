@@ -23,6 +23,7 @@ from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
 from adapters.staged import StagedEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
+from adapters.folds import FoldRecord
 from adapters.shadow import ShadowEngine
 from adapters.summarizer import build_summarizer, summarizer_name
 from adapters.engine import MemoryEngine
@@ -277,11 +278,18 @@ class SummaryMemory(StockSurface, BaseMemory):
         """Every thread with a transcript, streamed."""
         return self._store.iter_thread_ids()
 
-    def restore_thread(self, record: ThreadRecord) -> None:
+    def restore_thread(self, record: ThreadRecord, fold_record: FoldRecord | None = None) -> None:
         """Write a thread's transcript (idempotent by message id), summary and window, in
-        one transaction."""
+        one transaction, with ``fold_record`` (what produced this summary: a backup, a
+        migration) when given: the state and the record that describes it commit together."""
         check_thread_id(record.thread_id)
-        self._backend.restore(record)
+        if fold_record is None:
+            self._backend.restore(record)
+            return
+        if fold_record.thread_id != record.thread_id:
+            raise ConfigError(f"the fold record is for thread {fold_record.thread_id!r}, the "
+                              f"state for {record.thread_id!r}; nothing was written")
+        self._backend.restore(record, fold_record=fold_record)
 
     def resummarize(self, thread_id: str, llm: Any = None,
                     policy: MemoryPolicy | None = None, attempts: int = 3) -> MemoryView:

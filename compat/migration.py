@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from adapters import MemoryPolicy, ThreadRecord, compare_views
-from adapters.engine import MemoryEngine
 from adapters.view import MemoryView, message_signature
 from compat._rebuild import rebuild_fold_record, rebuild_record
 from compat.memory import SummaryMemory
@@ -168,15 +167,12 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
 
 def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | None,
            source: str, started: float) -> None:
-    """Transcript, state and a ``migrated`` fold record in one transaction."""
-    engine = target.backend_impl
-    if not isinstance(engine, MemoryEngine):  # shadow / staged targets: their own restore
-        target.restore_thread(record)
-        return
+    """Transcript, state and a ``migrated`` fold record in one transaction (a shadow or
+    staged target writes them through its own restore)."""
     fold = rebuild_fold_record(record.thread_id, record.transcript, record,
                                policy or target.active_policy, trigger=f"migrated from {source}",
                                summarizer="migration", backend=target.backend_name,
                                started=started)
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
-    engine.restore(record, fold_record=fold)
+    target.restore_thread(record, fold_record=fold)

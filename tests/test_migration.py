@@ -199,3 +199,42 @@ def test_stock_classic_history_table_gets_its_summary_rebuilt(tmp_path) -> None:
     assert len(target.transcript("a")) == 12
     source.close()
     target.close()
+
+
+@pytest.mark.parametrize("target_backend", ["classic", "shadow", "staged"])
+def test_every_target_records_the_migration_with_the_state(target_backend: str) -> None:
+    """The ``migrated`` fold record commits with the state it describes, whatever the
+    target's backend (shadow and staged targets used to get the state without the record)."""
+    source = SummaryMemory(backend="classic", policy=POLICY)
+    _talk(source, range(8))
+    extra: dict[str, Any] = {"rollout": 1.0} if target_backend == "staged" else {}
+    target = SummaryMemory(backend=target_backend, policy=POLICY, **extra)
+    report = migrate(source, target, threads=THREADS[:2])
+    assert report.ok and sorted(report.migrated) == sorted(THREADS[:2])
+    for t in THREADS[:2]:
+        assert not compare_views(source.load(t), target.load(t))
+        history = target.summary_history(t)
+        assert [r["trigger"] for r in history] == ["migrated from " + report.source]
+        assert history[0]["version"] == source.load(t).folds
+
+
+def test_restore_thread_writes_a_fold_record_with_the_state() -> None:
+    from adapters.folds import FoldRecord
+    from adapters.view import ThreadRecord
+
+    memory = SummaryMemory(backend="classic", policy=POLICY)
+    record = ThreadRecord(thread_id="t", summary="restored summary", folds=2,
+                          window=[HumanMessage("q", id="q"), AIMessage("a", id="a")],
+                          transcript=[HumanMessage("q", id="q"), AIMessage("a", id="a")])
+    fold = FoldRecord(thread_id="t", version=2, trigger="restored from backup",
+                      messages_before=2, messages_kept=2, folded=0, folded_first_id=None,
+                      folded_last_id=None, summary_tokens=3, summarizer="backup",
+                      prompt_version=POLICY.prompt_version, duration_ms=0.0)
+    memory.restore_thread(record, fold_record=fold)
+    assert memory.load("t").summary == "restored summary"
+    assert [r["trigger"] for r in memory.summary_history("t")] == ["restored from backup"]
+    with pytest.raises(Exception, match="thread"):  # a record for another thread is refused
+        memory.restore_thread(record, fold_record=FoldRecord(**{**fold.as_dict(), "thread_id": "u"}))
+    assert len(memory.summary_history("t")) == 1 and memory.summary_history("u") == []
+    memory.restore_thread(record)  # without a record: the state only, as before
+    assert len(memory.summary_history("t")) == 1
