@@ -136,7 +136,7 @@ class ReadOnlyStore(SqlStore):
         self.checkpoints = _ReadCheckpoints(self)
 
     def refuse(self, what: str) -> StoreError:
-        return StoreError(f"{self.url} is open read-only (dry run or source): {what} would write")
+        return StoreError(f"{self.url} is open read-only: {what} would write")
 
     def begin(self, thread_id: str, write: bool = True) -> Tx:
         if write:

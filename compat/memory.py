@@ -314,6 +314,27 @@ class SummaryMemory(StockSurface, BaseMemory):
         raise StoreError(f"resummarize gave up after {attempts} attempts: the thread kept "
                          "receiving turns; retry when it is quiet")
 
+    @classmethod
+    def read_only(cls, store: str, backend: str = "classic", **kwargs: Any) -> SummaryMemory:
+        """A memory that reads an existing SQLite or PostgreSQL store and can never write to it
+        (reports, dashboards and audits beside the live app): ``load``, the string and message
+        histories, ``transcript``, ``summary_history`` and ``thread_ids`` work; every write
+        raises ``StoreError``. SQLite opens with ``mode=ro`` (a missing file stays missing),
+        PostgreSQL sessions with ``default_transaction_read_only=on``; no schema is created."""
+        from compat._cli_common import show_url
+        from compat._cli_readonly import open_read_only
+        from compat._cli_urls import kind_of
+
+        if backend not in ("classic", "middleware"):
+            raise ConfigError(f"a read-only memory reads with 'classic' or 'middleware', got {backend!r}")
+        if not isinstance(store, str) or kind_of(store) == "memory":
+            raise ConfigError("read_only needs a sqlite:/// or postgresql:// URL: an in-memory "
+                              "store has nothing to read")
+        opened = open_read_only(store)
+        if opened is None:
+            raise StoreError(f"{show_url(store)} holds no memshift tables: nothing to read")
+        return cls(backend=backend, store=opened, **kwargs)
+
     def reopen(self) -> SummaryMemory:
         """A new memory with this configuration and its own connection to the same store."""
         return type(self)(**{name: getattr(self, name) for name in self.model_fields_set})
