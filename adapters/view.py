@@ -75,24 +75,35 @@ def set_id(message: BaseMessage, message_id: str) -> None:
     message.__pydantic_fields_set__.add("id")
 
 
-_PROTOTYPES: dict[type, tuple[dict[str, Any], tuple[tuple[str, type], ...], bool]] = {}
+_Prototype = tuple[dict[str, Any], tuple[tuple[str, type], ...], bool]
+_PROTOTYPES: dict[type, _Prototype | None] = {}  # None: this class takes its constructor
+
+
+def _prototype(cls: type[BaseMessage]) -> _Prototype | None:
+    try:
+        message = cls(content="")
+    except Exception:  # noqa: BLE001 - a class that needs more than content (ToolMessage)
+        return None
+    values = message.__dict__
+    containers = tuple((k, type(v)) for k, v in values.items() if type(v) in _CONTAINERS)
+    if message.__pydantic_private__ or message.__pydantic_fields_set__ != {"content"} or \
+            message.__pydantic_extra__ or any(values[k] for k, _ in containers):
+        return None  # not a plain prototype: private state, extras or non-empty defaults
+    return values, containers, message.__pydantic_extra__ is None
 
 
 def new_message(cls: type[BaseMessage], content: str) -> BaseMessage:
     """``cls(content=content)`` for a text ``content``, at half its cost: a copy of a
     prototype built once by the real constructor, with new empty containers (the
     constructor validates and runs LangChain's ``__init__`` in Python; a save builds two).
-    A differential test holds it equal to the constructor for every message class used."""
-    proto = _PROTOTYPES.get(cls)
+    A differential test holds it equal to the constructor for every message class used;
+    a class whose prototype is not plain takes the constructor."""
+    try:
+        proto = _PROTOTYPES[cls]
+    except KeyError:
+        proto = _PROTOTYPES[cls] = _prototype(cls)
     if proto is None:
-        message = cls(content="")
-        if message.__pydantic_private__ or message.__pydantic_fields_set__ != {"content"} or \
-                message.__pydantic_extra__:
-            return cls(content=content)  # not a plain prototype: the constructor every time
-        values = message.__dict__
-        proto = _PROTOTYPES[cls] = (values, tuple(
-            (k, type(v)) for k, v in values.items() if type(v) in _CONTAINERS),
-            message.__pydantic_extra__ is None)
+        return cls(content=content)
     values, containers, no_extra = proto
     fields = values.copy()
     for key, kind in containers:  # empty in the prototype: new ones, never shared

@@ -148,3 +148,22 @@ def test_the_legacy_history_and_the_shadow_candidate_get_plain_lists(
             shadow.save("t", *filler_turn("t", i, 8))
     shadow.backend_impl.drain(10)
     assert len(seen) == i + 1 and set(seen) == {list}
+
+
+def test_a_class_that_needs_more_than_content_takes_its_constructor() -> None:
+    from langchain_core.messages import ToolMessage
+
+    from adapters.view import _PROTOTYPES
+
+    with pytest.raises(Exception) as ours:  # ToolMessage needs a tool_call_id
+        new_message(ToolMessage, "result")
+    with pytest.raises(type(ours.value)):  # the constructor's own error, not a new one
+        ToolMessage(content="result")
+    assert _PROTOTYPES[ToolMessage] is None
+
+    class Tagged(HumanMessage):
+        tags: list[str] = ["default"]
+    made = new_message(Tagged, "hi")
+    assert made == Tagged(content="hi") and made.tags == ["default"]
+    made.tags.append("x")
+    assert new_message(Tagged, "again").tags == ["default"]  # never a shared default
