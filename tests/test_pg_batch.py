@@ -21,39 +21,63 @@ from compat.testing.conversations import filler_turn
 
 @contextmanager
 def trips() -> Iterator[list[list[str]]]:
-    """Every round trip to the server, as the statements it carried (first word of each)."""
+    """Every round trip to the server, sync or async, as the statements it carried (first
+    word of each; a driver's implicit ``BEGIN`` is a trip of its own)."""
     sent: list[list[str]] = []
-    real_flush, real_execute = Batch.flush, psycopg.Cursor.execute
-    real_many, real_commit = psycopg.Cursor.executemany, psycopg.Connection.commit
+    real: dict[tuple[type, str], Any] = {}  # the patched methods, restored on exit
 
     def flush(self: Batch, sql: str | None = None, params: Any = None) -> Any:
         batch = [*self._pending, *([sql] if sql is not None else [])]
         if batch:
             sent.append([s.split()[0].upper() for s in batch])
-        return real_flush(self, sql, params)
+        return real[Batch, "flush"](self, sql, params)
+
+    def record(cursor: Any, query: Any, many: bool = False) -> None:
+        if isinstance(cursor, (psycopg.ClientCursor, psycopg.AsyncClientCursor)):
+            return  # the batch's own cursors: counted by flush
+        conn, idle = cursor.connection, psycopg.pq.TransactionStatus.IDLE
+        if not conn.autocommit and conn.info.transaction_status == idle:
+            sent.append(["BEGIN"])
+        sent.append([("MANY " if many else "") + str(query).split()[0].upper()])
 
     def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if not isinstance(self, psycopg.ClientCursor):
-            sent.append([str(query).split()[0].upper()])
-        return real_execute(self, query, *args, **kwargs)
+        record(self, query)
+        return real[psycopg.Cursor, "execute"](self, query, *args, **kwargs)
 
     def executemany(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(["MANY " + str(query).split()[0].upper()])
-        return real_many(self, query, *args, **kwargs)
+        record(self, query, many=True)
+        return real[psycopg.Cursor, "executemany"](self, query, *args, **kwargs)
+
+    async def aexecute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        record(self, query)
+        return await real[psycopg.AsyncCursor, "execute"](self, query, *args, **kwargs)
+
+    async def aexecutemany(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        record(self, query, many=True)
+        return await real[psycopg.AsyncCursor, "executemany"](self, query, *args, **kwargs)
 
     def commit(self: Any) -> None:
         if self.info.transaction_status != 0:
             sent.append(["COMMIT"])
-        real_commit(self)
-    Batch.flush = flush  # type: ignore[method-assign]
-    psycopg.Cursor.execute, psycopg.Cursor.executemany = execute, executemany  # type: ignore[method-assign]
-    psycopg.Connection.commit = commit  # type: ignore[method-assign]
+        real[psycopg.Connection, "commit"](self)
+
+    async def acommit(self: Any) -> None:
+        if self.info.transaction_status != 0:
+            sent.append(["COMMIT"])
+        await real[psycopg.AsyncConnection, "commit"](self)
+    fakes = {(Batch, "flush"): flush, (psycopg.Connection, "commit"): commit,
+             (psycopg.AsyncConnection, "commit"): acommit, (psycopg.Cursor, "execute"): execute,
+             (psycopg.Cursor, "executemany"): executemany,
+             (psycopg.AsyncCursor, "execute"): aexecute,
+             (psycopg.AsyncCursor, "executemany"): aexecutemany}
+    for (cls, name), fake in fakes.items():
+        real[cls, name] = getattr(cls, name)
+        setattr(cls, name, fake)
     try:
         yield sent
     finally:
-        Batch.flush = real_flush  # type: ignore[method-assign]
-        psycopg.Cursor.execute, psycopg.Cursor.executemany = real_execute, real_many  # type: ignore[method-assign]
-        psycopg.Connection.commit = real_commit  # type: ignore[method-assign]
+        for (cls, name), fn in real.items():
+            setattr(cls, name, fn)
 
 
 def test_a_classic_save_is_two_round_trips_and_a_load_one(fresh_store: Any) -> None:

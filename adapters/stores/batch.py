@@ -13,15 +13,20 @@ the connection's encoding and settings), never formatted by memshift. Measured o
 (lock, insert, select, insert, commit): 991 µs one statement at a time, 533 µs in psycopg's
 pipeline mode, 281 µs as two batched messages.
 
-The queue is a property of one sync connection checkout; anything that needs the
-connection directly (``PostgresSaver``, SQLAlchemy statements) flushes it first
-(``SqlStore`` does, in ``_conn``), so statements always run in the order they were issued.
+The queue is a property of one connection checkout; anything that needs the connection
+directly (``PostgresSaver``, ``AsyncPostgresSaver``, SQLAlchemy statements) flushes it first
+(``_conn`` and ``AsyncDriver.aflush`` in ``adapters.stores.sql_tx``), so statements always
+run in the order they were issued.
+
+One implementation for both drivers: on an async psycopg connection the batch runs inside
+SQLAlchemy's greenlet (``AsyncConnection.run_sync``) and waits for the async cursor with
+``await_only``; adaptation (``mogrify``) is the same sync code on either cursor.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["Batch"]
@@ -31,14 +36,27 @@ Params = Mapping[str, Any] | Sequence[Any] | None
 _VALUES = re.compile(r"\bVALUES (\((?:%\(\w+\)s|[^()%])*\))")
 
 
+def _ready(result: Any) -> Any:
+    """A sync cursor's result needs no waiting."""
+    return result
+
+
 class Batch:
-    """The queued statements of one transaction on one psycopg connection (autocommit
-    mode: ``BEGIN`` and ``COMMIT`` are sent by the batch, in the same messages)."""
+    """The queued statements of one transaction on one psycopg connection, sync or async
+    (autocommit mode: ``BEGIN`` and ``COMMIT`` are sent by the batch, in the same messages).
+    On an ``AsyncConnection`` every method that sends must run in SQLAlchemy's greenlet."""
 
     def __init__(self, raw: Any, *, begin: Sequence[tuple[str, Params]] = ()) -> None:
         import psycopg
 
-        self._cursor = psycopg.ClientCursor(raw)
+        self._cursor: Any
+        self._wait: Callable[[Any], Any]
+        if isinstance(raw, psycopg.AsyncConnection):
+            from sqlalchemy.util import await_only  # (``await_`` from SQLAlchemy 2.1 on)
+
+            self._cursor, self._wait = psycopg.AsyncClientCursor(raw), await_only
+        else:
+            self._cursor, self._wait = psycopg.ClientCursor(raw), _ready
         self._pending: list[str] = []
         self._opened = False  # a BEGIN has reached the server
         if begin:
@@ -46,6 +64,11 @@ class Batch:
             for sql, params in begin:
                 self.add(sql, params)
         self._opening = len(self._pending)  # BEGIN and the lock: 0 for a read-only batch
+
+    @property
+    def queued(self) -> bool:
+        """Something waits to be sent (the async driver spares a greenlet otherwise)."""
+        return bool(self._pending)
 
     def add(self, sql: str, params: Params = None) -> None:
         """Queue a statement whose result nobody reads."""
@@ -70,12 +93,12 @@ class Batch:
             return None
         statements, self._pending = self._pending, []
         self._opened = self._opened or bool(self._opening)
-        self._cursor.execute("; ".join(statements))
+        self._wait(self._cursor.execute("; ".join(statements)))
         if sql is None:
             return None
         while self._cursor.nextset():
             pass
-        return self._cursor.fetchall()
+        return self._wait(self._cursor.fetchall())
 
     def commit(self) -> None:
         """``COMMIT`` with the last writes; nothing at all when nothing was read or written
@@ -87,5 +110,7 @@ class Batch:
         self.flush()
 
     def close(self) -> None:
+        """Drop what is queued (never sent). The client-side cursor holds nothing on the
+        server and goes with the batch (an async cursor's ``close`` would need the greenlet,
+        and a rollback runs outside it)."""
         self._pending.clear()
-        self._cursor.close()

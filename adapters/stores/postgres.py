@@ -54,6 +54,7 @@ class _PostgresCheckpoints(Checkpoints):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         assert isinstance(tx, SqlTx) and tx.aconn is not None
+        await self.store.aflush(tx)  # queued statements (BEGIN, the lock, the turn) go first
         if tx.saver is None:
             raw = await tx.aconn.get_raw_connection()
             tx.saver = read_once(AsyncPostgresSaver)(raw.driver_connection)

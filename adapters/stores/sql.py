@@ -2,9 +2,10 @@
 before LangChain's, every statement parameterised) through SQLAlchemy Core.
 
 A write is one connection and one transaction (``SqlStore.transaction``); the dialect
-modules bring the per-thread lock that lives exactly as long as it. On PostgreSQL a sync
+modules bring the per-thread lock that lives exactly as long as it. On PostgreSQL a
 transaction's writes are queued and sent with its next read or its ``COMMIT``
-(``adapters.stores.batch``).
+(``adapters.stores.batch``), on either driver: the async one runs this module's sync code
+in SQLAlchemy's greenlet (``adapters.stores.sql_tx``).
 """
 
 from __future__ import annotations
@@ -23,37 +24,19 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
-from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Store, Tx
+from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.schema import (
     DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW,
     READ_CLASSIC, READ_PLACEMENT, classic_table, dump_message, folds_table, load_message,
     metadata, placement_table, transcript_table,
 )
+from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn
 from adapters.stores.url import scrub as scrub_password, scrub_cause
 
 __all__ = ["SqlStore", "SqlTx", "metadata", "scrub_password"]
 
 logger = logging.getLogger("memshift.store")
-
-
-class SqlTx(Tx):
-    """``conn``: the sync connection (for an async transaction, the greenlet-bridged one
-    that ``AsyncConnection.run_sync`` hands over); ``aconn``: the async connection;
-    ``batch``: the queued statements of a batching store (see ``adapters.stores.batch``)."""
-
-    def __init__(self, thread_id: str, conn: Connection | None, aconn: Any = None,
-                 lock: Any = None, batch: Batch | None = None) -> None:
-        super().__init__(thread_id)
-        self.conn, self.aconn, self.lock, self.batch = conn, aconn, lock, batch
-
-
-def _conn(tx: Tx) -> Connection:
-    """The transaction's connection, with every queued statement sent first (order kept)."""
-    assert isinstance(tx, SqlTx) and tx.conn is not None, "run SQL through Store.run/arun"
-    if tx.batch is not None:
-        tx.batch.flush()
-    return tx.conn
 
 
 class SqlClassic(ClassicState):
@@ -91,7 +74,7 @@ class SqlClassic(ClassicState):
         self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
-class SqlStore(Store):
+class SqlStore(AsyncDriver):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
@@ -99,7 +82,7 @@ class SqlStore(Store):
     # Read-only transactions without BEGIN/COMMIT: only where every read the backends make
     # in one is a single statement (PostgreSQL: the union read, PostgresSaver.get_tuple).
     autocommit_reads = False
-    # Sync transactions queue their writes and send them with the next read or the COMMIT
+    # Transactions queue their writes and send them with the next read or the COMMIT
     # (``adapters.stores.batch``): PostgreSQL, where every statement is a round trip.
     batches = False
 
@@ -109,9 +92,6 @@ class SqlStore(Store):
         self.engine = engine
         self.classic = SqlClassic(self)
         self._compiled: dict[int, str] = {}
-        import weakref
-
-        self._aengines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -- dialect ---------------------------------------------------------------------
     @abstractmethod
@@ -172,22 +152,35 @@ class SqlStore(Store):
             detail = scrub_password(detail, self._secret)[:300]
             raise StoreError(f"{what} failed on {self.url}: {type(exc).__name__}: {detail}") from scrub_cause(exc, self._secret)
 
-    # -- transactions ----------------------------------------------------------------
+    # -- transactions: the steps both drivers run (the async one in SQLAlchemy's greenlet) --
+    def _open(self, conn: Connection, thread_id: str, write: bool) -> Batch | None:
+        """Open the transaction on ``conn``: ``BEGIN`` and the lock now, or a batch that
+        sends them with the first statement (and then nothing was sent yet)."""
+        conn.execution_options(memshift_write=write)
+        if self.batches or (not write and self.autocommit_reads):  # no BEGIN/COMMIT
+            conn.execution_options(isolation_level="AUTOCOMMIT")  # of its own
+        conn.begin()
+        if self.batches:  # BEGIN and the lock wait for the first statement
+            return self._batch(conn, thread_id, write)
+        if write:
+            self._lock(conn, thread_id)
+        return None
+
+    def _finish(self, conn: Connection, batch: Batch | None) -> None:
+        """Commit: the batch's last writes travel with its ``COMMIT``."""
+        if batch is not None:
+            batch.commit()
+        conn.commit()
+
     def begin(self, thread_id: str, write: bool = True) -> Tx:
         lock = self._stripe(thread_id) if write else None
         if lock is not None:
             lock.acquire()
-        conn, batch = None, None
+        conn = None
         try:
             with self.guard("begin"):
-                conn = self.engine.connect().execution_options(memshift_write=write)
-                if self.batches or (not write and self.autocommit_reads):  # no BEGIN/COMMIT
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")  # of its own
-                conn.begin()
-                if self.batches:  # BEGIN and the lock wait for the first statement
-                    batch = self._batch(conn, thread_id, write)
-                elif write:
-                    self._lock(conn, thread_id)
+                conn = self.engine.connect()
+                batch = self._open(conn, thread_id, write)
             return SqlTx(thread_id, conn, lock=lock, batch=batch)
         except BaseException:
             if conn is not None:
@@ -200,9 +193,7 @@ class SqlStore(Store):
         assert isinstance(tx, SqlTx) and tx.conn is not None
         try:
             with self.guard("commit"):
-                if tx.batch is not None:
-                    tx.batch.commit()
-                tx.conn.commit()
+                self._finish(tx.conn, tx.batch)
         finally:
             if tx.batch is not None:
                 tx.batch.close()
@@ -219,59 +210,6 @@ class SqlStore(Store):
         if tx.lock is not None:
             tx.lock.release()
             tx.lock = None
-
-    # -- the async driver (same SQL, run through SQLAlchemy's async engine) --------------
-    def _async_url(self) -> str:
-        raise NotImplementedError
-
-    def _async_engine(self) -> Any:
-        """One async engine per event loop (async connections belong to their loop)."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        engine = self._aengines.get(loop)
-        if engine is None:
-            engine = self._make_async_engine()
-            self._aengines[loop] = engine
-        return engine
-
-    def _make_async_engine(self) -> Any:
-        raise NotImplementedError
-
-    async def abegin(self, thread_id: str, write: bool = True) -> Tx:
-        aconn = None
-        try:
-            with self.guard("begin"):
-                aconn = await self._async_engine().connect()
-                aconn = await aconn.execution_options(memshift_write=write)
-                if not write and self.autocommit_reads:
-                    aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
-                await aconn.begin()
-                if write:
-                    await aconn.run_sync(self._lock, thread_id)
-            return SqlTx(thread_id, None, aconn)
-        except BaseException:
-            if aconn is not None:
-                await _aclose_quietly(aconn)
-            raise
-
-    async def acommit(self, tx: Tx) -> None:
-        assert isinstance(tx, SqlTx) and tx.aconn is not None
-        try:
-            with self.guard("commit"):
-                await tx.aconn.commit()
-        finally:
-            await _aclose_quietly(tx.aconn)
-
-    async def arollback(self, tx: Tx) -> None:
-        assert isinstance(tx, SqlTx) and tx.aconn is not None
-        await _aclose_quietly(tx.aconn)
-
-    async def arun(self, tx: Tx, fn: Any, *args: Any) -> Any:
-        assert isinstance(tx, SqlTx) and tx.aconn is not None
-        with self.guard("store operation"):
-            return await tx.aconn.run_sync(
-                lambda conn: fn(SqlTx(tx.thread_id, conn, tx.aconn), *args))
 
     def run(self, tx: Tx, fn: Any, *args: Any) -> Any:
         with self.guard("store operation"):
@@ -389,15 +327,6 @@ class SqlStore(Store):
         self.engine.dispose()
         self._aengines.clear()  # their pools are dropped with their loops
 
-    async def aclose(self) -> None:
-        """Dispose of this loop's async engine (call before the loop ends)."""
-        import asyncio
-
-        engine = self._aengines.pop(asyncio.get_running_loop(), None)
-        if engine is not None:
-            await engine.dispose()
-        await self.checkpoints.aclose()
-
 
 def _close_quietly(conn: Connection) -> None:
     """Close (which rolls back); a connection that died is discarded, not returned."""
@@ -407,12 +336,3 @@ def _close_quietly(conn: Connection) -> None:
         logger.debug("discarding a dead connection: %s", type(exc).__name__)
         with suppress(Exception):
             conn.invalidate()
-
-
-async def _aclose_quietly(aconn: Any) -> None:
-    try:
-        await aconn.close()
-    except Exception as exc:
-        logger.debug("discarding a dead connection: %s", type(exc).__name__)
-        with suppress(Exception):
-            await aconn.invalidate()
