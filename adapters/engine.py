@@ -35,10 +35,11 @@ from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, ContentError, StoreError, SummarizerError
 from adapters.folds import FoldRecord
-from adapters.io import IO, Steps, run_async, run_sync
+from adapters.io import IO, Steps
 from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
-from adapters.stores.base import Store, Tx, in_transaction
+from adapters.protocol import Engine, Guard, Location, as_list, done, open_guard
+from adapters.stores.base import Placement, Store, Tx, in_transaction
 from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
 from adapters.summarizer import Summarizer, summarizer_name
@@ -46,12 +47,11 @@ from adapters.tokens import for_summarizer
 from adapters.view import (MemoryView, OwnedTurn, ThreadRecord, detach, message_signature,
                            new_message, set_id, with_id)
 
-__all__ = ["FoldJob", "Guard", "MemoryEngine"]
+__all__ = ["FoldJob", "Guard", "MemoryEngine", "as_list"]
 
 logger = logging.getLogger("memshift")
 
 FOLD_ATTEMPTS = 3  # plan -> summarize -> compare-and-set rounds before a fold is deferred
-Guard = Callable[[Tx], Steps[None]]  # steps run inside a write transaction (may raise)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _keys(messages: Sequence[BaseMessage]) -> list[tuple]:
     return [(m.id, *message_signature(m)) for m in messages]
 
 
-class MemoryEngine:
+class MemoryEngine(Engine):
     """One backend over one store, with the transcript, folds, records and locks."""
 
     def __init__(self, backend: str, *, policy: MemoryPolicy, summarizer: Summarizer,
@@ -98,76 +98,76 @@ class MemoryEngine:
             extra["hooks"] = AgentHooks(self)
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
-
-    @property
-    def name(self) -> str:
-        return self.backend.name
+        self.name = self.backend.name
 
     @property
     def middleware(self) -> Any:
         return getattr(self.backend, "middleware", None)
 
-    # -- the drivers -------------------------------------------------------------------------
-    def load(self, thread_id: str, detached: bool = True) -> MemoryView:
-        """The thread's view. ``detached=False`` is for a caller that only reads it and lets
-        nothing of it escape (a string rendering): it may share the store's own messages."""
-        return run_sync(self._load(thread_id, detached))
+    # -- the protocol: what this one-backend engine is --------------------------------------
+    def leaves(self) -> list[MemoryEngine]:
+        return [self]
 
-    async def aload(self, thread_id: str, detached: bool = True) -> MemoryView:
-        return await run_async(self._load(thread_id, detached))
+    def stores(self) -> list[Store]:
+        return [self.store]
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
-             guard: Guard | None = None) -> list[BaseMessage]:
-        """Store one turn, then fold if the real class asks for it (``fold=False``: append
-        only, like a stock ``chat_memory.add_messages``). Returns the turn as stored (ids may
-        have been renewed). Raises ``SummarizerError`` only when the policy says
-        ``on_summary_error="raise"``; the turn is committed either way."""
-        return run_sync(self._save(thread_id, as_list(turn), fold, guard))
+    def middleware_engine(self) -> MemoryEngine | None:
+        return self if self.name == "middleware" else None
 
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
-                    guard: Guard | None = None) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, as_list(turn), fold, guard))
-
-    def prune(self, thread_id: str) -> None:
-        """Fold now if the policy says the window is over its limit (stock ``prune()``)."""
-        run_sync(self._prune(thread_id))
-
-    async def aprune(self, thread_id: str) -> None:
-        await run_async(self._prune(thread_id))
-
-    def clear(self, thread_id: str) -> None:
-        run_sync(self._write_whole(thread_id, self.backend.clear_writes()))
-
-    async def aclear(self, thread_id: str) -> None:
-        await run_async(self._write_whole(thread_id, self.backend.clear_writes()))
-
-    def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
-                fold_record: FoldRecord | None = None, also: Guard | None = None) -> bool:
-        """Write transcript (idempotent by message id), summary and window in one
-        transaction. With ``expect_last_id`` it is a compare-and-set: nothing is written
-        (and ``False`` returned) when the transcript grew since that message (``""``: unless
-        the thread has no transcript at all)."""
-        return run_sync(self._restore(record, expect_last_id, fold_record, also))
-
-    async def arestore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
-                       fold_record: FoldRecord | None = None, also: Guard | None = None) -> bool:
-        return await run_async(self._restore(record, expect_last_id, fold_record, also))
-
-    def close(self) -> None:
+    def close(self, drain: bool = True) -> None:
         self.backend.close()
+
+    def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
+        return (yield from done(Location(self.name, self, self.store)))
+
+    def claim_steps(self, thread_id: str, backend: str) -> Steps[Location]:
+        if backend != self.name:
+            raise ConfigError(f"this engine runs only {self.name!r}; it cannot serve a thread "
+                              f"from {backend!r}")
+        return (yield from self.locate_steps(thread_id))
+
+    def desired(self, thread_id: str) -> str:
+        return self.name
+
+    def place_steps(self, thread_id: str) -> Steps[Placement | None]:
+        return (yield from done(None))  # one backend, no placements: a router keeps them
+
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        return []
+
+    def placement_of(self, thread_id: str) -> Placement | None:
+        return None
+
+    def pin(self, thread_id: str, backend: str) -> Placement:
+        raise ConfigError("a single-backend engine has no placements to pin")
+
+    def unpin(self, thread_id: str) -> Placement | None:
+        return None
 
     # -- steps -------------------------------------------------------------------------------
     def _run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> IO:
         """``store_io``, inlined: one call less on every step of the hot path."""
         return IO(self.store.run, self.store.arun, tx, fn, *args)
 
-    def _load(self, thread_id: str, detached: bool = True) -> Steps[MemoryView]:
+    def view_in(self, tx: Tx) -> Steps[MemoryView]:
+        state = yield IO(self.backend.read, self.backend.aread, tx)
+        return self.backend.view(tx.thread_id, state)
+
+    def load_steps(self, thread_id: str, detached: bool = True,
+                   guard: Guard | None = None) -> Steps[MemoryView]:
         def body(tx: Tx) -> Steps[Any]:
-            return (yield IO(self.backend.read, self.backend.aread, tx))
+            check = yield from open_guard(guard, tx)
+            state = yield IO(self.backend.read, self.backend.aread, tx)
+            if check is not None:
+                yield from check()
+            return state
         state = yield from in_transaction(self.store, thread_id, body, write=False)
         if detached:
             return self.backend.view(thread_id, state)
         return self.backend.shared_view(thread_id, state)
+
+    def clear_steps(self, thread_id: str) -> Steps[None]:
+        yield from self._write_whole(thread_id, self.backend.clear_writes())
 
     def _step(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> Steps[bool]:
         """Read the state, let the real class act, write what it changed."""
@@ -177,15 +177,16 @@ class MemoryEngine:
             yield IO(self.backend.write, self.backend.awrite, tx, writes)
         return folded
 
-    def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
-              guard: Guard | None = None) -> Steps[list[BaseMessage]]:
+    def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
+                   guard: Guard | None = None) -> Steps[list[BaseMessage]]:
         planned, plan = _planner()
         owned = type(turn) is OwnedTurn
 
         def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
             stored: list[BaseMessage] = turn
-            if guard is not None:  # e.g. the thread still belongs to this backend (staged)
-                yield from guard(tx)
+            # e.g. the placement says this backend serves the thread (checked before commit:
+            # everything below is inside the transaction, so a refusal rolls it all back)
+            check = yield from open_guard(guard, tx)
             if self.owns_transcript:
                 ids = [m.id for m in turn if m.id is not None]
                 known = (yield self._run(tx, self.store.known_ids, ids)) if ids else set()
@@ -197,6 +198,8 @@ class MemoryEngine:
                     self.store.adopt(tx, stored)
                 yield self._run(tx, self.store.append_transcript, self._for_transcript(stored))
             yield from self._step(tx, stored, plan)
+            if check is not None:
+                yield from check()
             return stored
 
         cap = self.policy.max_message_tokens
@@ -212,7 +215,7 @@ class MemoryEngine:
             yield from self._fold(thread_id, planned[-1])
         return stored
 
-    def _prune(self, thread_id: str) -> Steps[None]:
+    def prune_steps(self, thread_id: str) -> Steps[None]:
         planned, plan = _planner()
 
         def body(tx: Tx) -> Steps[bool]:
@@ -332,8 +335,9 @@ class MemoryEngine:
             yield IO(self.backend.write, self.backend.awrite, tx, writes)
         yield from in_transaction(self.store, thread_id, body)
 
-    def _restore(self, record: ThreadRecord, expect_last_id: str | None,
-                 fold_record: FoldRecord | None, also: Guard | None = None) -> Steps[bool]:
+    def restore_steps(self, record: ThreadRecord, expect_last_id: str | None = None,
+                      fold_record: FoldRecord | None = None,
+                      also: Guard | None = None) -> Steps[bool]:
         def body(tx: Tx) -> Steps[bool]:
             if expect_last_id is not None and (yield self._run(tx, self.store.last_ids, 1)) \
                     != ([expect_last_id] if expect_last_id else []):
@@ -346,7 +350,9 @@ class MemoryEngine:
             if fold_record is not None:
                 yield self._run(tx, self.store.append_fold, fold_record.as_dict())
             if also is not None:  # more writes that must commit with this state (a placement)
-                yield from also(tx)
+                check = yield from also(tx)
+                if check is not None:
+                    yield from check()
             return True
         return (yield from in_transaction(self.store, record.thread_id, body))
 
@@ -390,12 +396,6 @@ def new_id() -> str:
 
 
 _VARIANT = "89ab"  # RFC 4122 variant: the top two bits of byte 8 are 10
-
-
-def as_list(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The turn as a list the engine may hold: an ``OwnedTurn`` as it is, anything else copied
-    (a plain list stays the caller's)."""
-    return turn if type(turn) is OwnedTurn else list(turn)
 
 
 def _fresh_ids(turn: list[BaseMessage], taken: set[str], owned: bool = False) -> list[BaseMessage]:

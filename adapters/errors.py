@@ -19,6 +19,7 @@ __all__ = [
     "SummarizerError",
     "StoreError",
     "BackendConflictError",
+    "ThreadElsewhere",
 ]
 
 
@@ -61,6 +62,16 @@ class SummarizerError(MemshiftError):
 
 class StoreError(MemshiftError):
     """The store (database) failed or is unreachable. Messages never contain passwords."""
+
+
+class ThreadElsewhere(MemshiftError):
+    """The thread lives on the other backend and this memory was told not to move it
+    (``move_on_touch=False``). Nothing was read or written; the message names the thread,
+    where it lives, and the command that moves it."""
+
+    def __init__(self, message: str, *, thread_id: str, lives_on: str, wanted: str) -> None:
+        super().__init__(message)
+        self.thread_id, self.lives_on, self.wanted = thread_id, lives_on, wanted
 
 
 class BackendConflictError(MemshiftError, ImportError):

@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -24,8 +24,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from adapters.engine import MemoryEngine, as_list
-from adapters.io import IO, Steps, run_async, run_sync
+from adapters.engine import MemoryEngine
+from adapters.io import IO, Steps
+from adapters.protocol import Engine, Guard, Location
+from adapters.stores.base import Placement, Store, Tx
 from adapters.view import MemoryView, ThreadRecord, compare_views
 
 __all__ = ["Mismatch", "ShadowEngine"]
@@ -53,10 +55,14 @@ async def _await(future: Future, timeout: float) -> Any:
     return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
 
-class ShadowEngine:
+class ShadowEngine(Engine):
+    """``primary`` serves (any engine: the facade's is a router, so the thread is served
+    where its placement says); ``candidate`` is a one-backend mirror that is compared. A
+    thread is mirrored only while the primary serves it from its own backend."""
+
     name = "shadow"
 
-    def __init__(self, *, primary: MemoryEngine, candidate: MemoryEngine, sample: float = 1.0,
+    def __init__(self, *, primary: Engine, candidate: MemoryEngine, sample: float = 1.0,
                  on_mismatch: Callable[[Mismatch], None] | None = None,
                  log_path: str | None = None, timeout: float = 5.0, max_queue: int = 1000,
                  breaker_failures: int = 5, breaker_cooldown: float = 60.0,
@@ -65,31 +71,93 @@ class ShadowEngine:
         self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path
         self.timeout, self.max_recorded = timeout, max_recorded
         self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
-        self.mismatches: list[Mismatch] = []
+        self._mismatches: list[Mismatch] = []
         self.compared = self.dropped = 0
         self._turns: dict[str, int] = {}
         self._failures = 0
         self._disabled_until = 0.0
         self._guard = threading.Lock()
-        self._queue: queue.Queue[tuple[Future, Callable[[], Any]] | None] = queue.Queue(max_queue)
+        self._queue: queue.Queue[tuple[Future, Callable[[], Any], str] | None] = \
+            queue.Queue(max_queue)
         self._worker = threading.Thread(target=self._run, name="memshift-shadow", daemon=True)
         self._worker.start()
 
-    # -- what the facade reads off an engine ------------------------------------------------
+    # -- what the protocol asks of every engine -----------------------------------------------
     policy = property(lambda self: self.primary.policy)
-    store = property(lambda self: self.primary.store)
-    backend = property(lambda self: self.primary.backend)
+    store = property(lambda self: self.primary.leaves()[0].store)
 
     @property
-    def summarizer(self) -> Any:
+    def summarizer(self) -> Any:  # type: ignore[override]
         return self.primary.summarizer
 
     @summarizer.setter
     def summarizer(self, value: Any) -> None:  # both sides always share one summarizer
         self.primary.summarizer = self.candidate_backend.summarizer = value
 
-    def engines(self) -> list[MemoryEngine]:
+    @property
+    def mismatches(self) -> list[Mismatch]:
+        return self._mismatches
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The fold backoff's clock (injectable in tests), shared by every side."""
+        return self.leaves()[0].clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], float]) -> None:
+        for leaf in self.leaves():
+            leaf.clock = value
+
+    def leaves(self) -> list[MemoryEngine]:
+        return [*self.primary.leaves(), self.candidate_backend]
+
+    def stores(self) -> list[Store]:
+        seen: dict[int, Store] = {id(s): s for s in self.primary.stores()}
+        seen.setdefault(id(self.candidate_backend.store), self.candidate_backend.store)
+        return list(seen.values())
+
+    def middleware_engine(self) -> MemoryEngine | None:
+        return self.primary.middleware_engine() or self.candidate_backend.middleware_engine()
+
+    def serving(self, thread_id: str) -> str:
+        return self.primary.serving(thread_id)
+
+    def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
+        return (yield from self.primary.locate_steps(thread_id, move))
+
+    def claim_steps(self, thread_id: str, backend: str) -> Steps[Location]:
+        return (yield from self.primary.claim_steps(thread_id, backend))
+
+    def view_in(self, tx: Tx) -> Steps[MemoryView]:
+        return (yield from self.primary.view_in(tx))
+
+    def desired(self, thread_id: str) -> str:
+        return self.primary.desired(thread_id)
+
+    def place_steps(self, thread_id: str) -> Steps[Placement | None]:
+        return (yield from self.primary.place_steps(thread_id))
+
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        return self.primary.placement_counts()
+
+    def placement_of(self, thread_id: str) -> Placement | None:
+        return self.primary.placement_of(thread_id)
+
+    def pin(self, thread_id: str, backend: str) -> Placement:
+        return self.primary.pin(thread_id, backend)
+
+    def unpin(self, thread_id: str) -> Placement | None:
+        return self.primary.unpin(thread_id)
+
+    def engines(self) -> list[Engine]:
         return [self.primary, self.candidate_backend]
+
+    def _mirrored(self, thread_id: str) -> bool:
+        """The candidate mirrors this thread: sampled, the breaker closed, and the primary
+        serving it from its own backend (a thread that lives on the candidate's backend is
+        the real thing there, not a mirror)."""
+        return self.sampled(thread_id) and self.enabled and \
+            self.primary.serving(thread_id) == self.primary.name
 
     # -- sampling, breaker, recording -------------------------------------------------------
     def sampled(self, thread_id: str) -> bool:
@@ -120,8 +188,8 @@ class ShadowEngine:
             diff = [redactor(d) for d in diff]
         mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {})
         with self._guard:
-            if len(self.mismatches) < self.max_recorded:
-                self.mismatches.append(mismatch)
+            if len(self._mismatches) < self.max_recorded:
+                self._mismatches.append(mismatch)
         logger.info("shadow mismatch (%s) on a thread at turn %d", kind, mismatch.turn)
         if self.log_path:
             try:
@@ -138,7 +206,7 @@ class ShadowEngine:
     # -- the candidate worker ----------------------------------------------------------------
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            future, fn = item
+            future, fn, _thread = item
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn())
@@ -148,7 +216,7 @@ class ShadowEngine:
     def _submit(self, thread_id: str, what: str, fn: Callable[[], Any]) -> Future | None:
         future: Future = Future()
         try:
-            self._queue.put_nowait((future, fn))
+            self._queue.put_nowait((future, fn, thread_id))
         except queue.Full:
             self.dropped += 1
             self._record(thread_id, "candidate_dropped", [f"{what}: candidate queue full"])
@@ -167,30 +235,13 @@ class ShadowEngine:
                 self._outcome(thread_id, True)
         self._submit(thread_id, what, guarded)
 
-    # -- the engine API (steps, driven like the engine's) --------------------------------------
-    def load(self, thread_id: str) -> MemoryView:
-        return run_sync(self._load(thread_id))
-
-    async def aload(self, thread_id: str) -> MemoryView:
-        return await run_async(self._load(thread_id))
-
-    def save(self, thread_id: str, turn: Sequence[BaseMessage],
-             fold: bool = True) -> list[BaseMessage]:
-        return run_sync(self._save(thread_id, as_list(turn), fold))
-
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
-                    fold: bool = True) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, as_list(turn), fold))
-
-    async def aclear(self, thread_id: str) -> None:
-        await self.primary.aclear(thread_id)
-        self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
-
-    def _load(self, thread_id: str) -> Steps[MemoryView]:
+    # -- the engine API (steps, composed from the primary's) ----------------------------------
+    def load_steps(self, thread_id: str, detached: bool = True,
+                   guard: Guard | None = None) -> Steps[MemoryView]:
         start = time.perf_counter()
-        view = yield from self.primary._load(thread_id)
+        view = yield from self.primary.load_steps(thread_id, detached, guard)
         primary_ms = (time.perf_counter() - start) * 1000
-        if not (self.sampled(thread_id) and self.enabled):
+        if not self._mirrored(thread_id):
             return view
         began = time.perf_counter()
         future = self._submit(thread_id, "load", lambda: self.candidate_backend.load(thread_id))
@@ -216,30 +267,38 @@ class ShadowEngine:
             self._record(thread_id, "view", diffs, timings)
         return view
 
-    def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
-              guard: Any = None) -> Steps[list[BaseMessage]]:
+    def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
+                   guard: Guard | None = None) -> Steps[list[BaseMessage]]:
         with self._guard:
             self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
-        mirror = self.sampled(thread_id) and self.enabled
-        stored = turn
+        stored: list[BaseMessage] | None = None
         try:
-            stored = yield from self.primary._save(thread_id, turn, fold, guard)
+            stored = yield from self.primary.save_steps(thread_id, turn, fold, guard)
         finally:  # the candidate sees every turn the primary stored, even when its fold failed
             # (a plain list: the candidate's store keeps its own copies, never the primary's)
-            if mirror:
+            if self._mirrored(thread_id):
+                mirrored = list(stored if stored is not None else turn)
                 self._candidate_write(thread_id, "save",
-                                      lambda: self.candidate_backend.save(thread_id, list(stored), fold))
+                                      lambda: self.candidate_backend.save(thread_id, mirrored, fold))
         return stored
 
-    def clear(self, thread_id: str) -> None:
-        self.primary.clear(thread_id)
-        self._candidate_write(thread_id, "clear", lambda: self.candidate_backend.clear(thread_id))
+    def clear_steps(self, thread_id: str) -> Steps[None]:
+        yield from self.primary.clear_steps(thread_id)
+        if self._mirrored(thread_id):
+            self._candidate_write(thread_id, "clear",
+                                  lambda: self.candidate_backend.clear(thread_id))
 
-    def _restore(self, record: ThreadRecord, expect_last_id: str | None, fold_record: Any,
-                 also: Any = None) -> Steps[bool]:
+    def prune_steps(self, thread_id: str) -> Steps[None]:
+        yield from self.primary.prune_steps(thread_id)
+        if self._mirrored(thread_id):  # the mirror folds too, or the views drift apart
+            self._candidate_write(thread_id, "prune",
+                                  lambda: self.candidate_backend.prune(thread_id))
+
+    def restore_steps(self, record: ThreadRecord, expect_last_id: str | None = None,
+                      fold_record: Any = None, also: Guard | None = None) -> Steps[bool]:
         """The primary's restore steps; when they commit, the candidate's restore is queued
         behind its pending saves and waited for (up to ``timeout``)."""
-        if not (yield from self.primary._restore(record, expect_last_id, fold_record, also)):
+        if not (yield from self.primary.restore_steps(record, expect_last_id, fold_record, also)):
             return False
         # Through the queue, after the candidate's pending saves: run inline, a save still
         # queued would land on top of the rebuilt state.
@@ -254,31 +313,40 @@ class ShadowEngine:
                          [f"restore: {type(exc).__name__}: {exc}"])
         return True
 
-    def restore(self, record: ThreadRecord, *, expect_last_id: str | None = None,
-                fold_record: Any = None, also: Any = None) -> bool:
-        """Returns once both sides are written (the candidate within ``timeout``):
-        migration and resummarize expect both."""
-        return run_sync(self._restore(record, expect_last_id, fold_record, also))
-
     def drain(self, timeout: float | None = None) -> None:
         """Wait until the candidate has done everything queued so far."""
+        if not self._worker.is_alive():
+            return
         future: Future = Future()
-        self._queue.put((future, lambda: None))
+        self._queue.put((future, lambda: None, ""))
         future.result(timeout=timeout)
 
-    def close(self, drain: bool = False) -> None:
-        """``drain=True`` waits for queued candidate writes; otherwise they are dropped and
-        a running one finishes on its own."""
-        if not drain:
+    def close(self, drain: bool = True, timeout: float | None = None) -> None:
+        """``drain=True`` waits (up to ``timeout`` seconds, default the shadow timeout: a hung
+        candidate never holds up a shutdown) for the queued candidate writes;
+        ``drain=False`` drops them (a running one finishes on its own). Whatever is dropped
+        is recorded as a ``candidate_dropped`` mismatch per thread, with its count: nothing
+        is lost in silence."""
+        timeout = self.timeout if timeout is None else timeout
+        if self._worker.is_alive():
+            if drain:
+                try:  # a hung candidate may keep the queue full: the wait is bounded too
+                    self._queue.put(None, timeout=timeout)
+                    self._worker.join(timeout)
+                except queue.Full:
+                    logger.warning("shadow candidate did not drain within %.0f s", timeout)
+            dropped: dict[str, int] = {}
             while True:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None:
-                    item[0].cancel()
-        self._queue.put(None)
-        if drain:
-            self._worker.join()
-        self.primary.close()
-        self.candidate_backend.close()
+                if item is not None and item[0].cancel() and item[2]:
+                    dropped[item[2]] = dropped.get(item[2], 0) + 1
+            self._queue.put_nowait(None)  # the worker, if running, stops after its write
+            for thread_id, count in dropped.items():
+                self.dropped += count
+                self._record(thread_id, "candidate_dropped", [
+                    f"close(drain={drain}): {count} queued candidate write(s) dropped"])
+        self.primary.close(drain)
+        self.candidate_backend.close(drain)

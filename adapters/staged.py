@@ -1,43 +1,60 @@
-"""Staged cutover: both backends serve live traffic, each thread from exactly one of them.
+"""Where a thread lives: both backends, each thread served by the one its placement names.
 
-A thread's backend is decided once, by ``route(thread_id)`` or a stable hash of its id
-against ``rollout``, and recorded in the store (``Placement``: backend, version, since,
-pinned). The record is authoritative. When the configuration asks for the other backend, the
-next touch moves the thread: its state is copied through the same restore path as
-``migrate`` and the placement changes *in the same transaction*, which also checks that no turn
-landed meanwhile (transcript compare-and-set) and that nobody moved it first (version
-compare-and-set). A crash mid-move leaves the thread on its old backend, intact.
+Every ``SummaryMemory`` that is not shadow runs on this engine: ``backend="staged"`` with a
+rollout share (or ``route``), and a fixed ``backend="classic"`` / ``"middleware"``, which is a
+rollout of 0.0 / 1.0. A thread's location is one record (``Placement``: backend, version,
+since, pinned) kept with the middleware side's store, and every path reads it inside its own
+transaction: a save's guard reads it before anything is written, a load's before the state is
+read. A thread found on the other backend moves at first touch: its state is copied through
+the same restore path as ``migrate`` and the placement changes *in the same transaction*,
+which checks that no turn landed meanwhile (transcript compare-and-set) and that nobody moved
+it first (version compare-and-set). A crash mid-move leaves the thread on its old backend,
+intact. ``move_on_touch=False`` makes that move a ``ThreadElsewhere`` error instead; a
+read-only store is served where the thread lives.
 
-Saves check, inside their own transaction, that the thread still belongs to the backend they
-write to; a thread is therefore never written by both backends for one turn.
-
-Rolling deploys: a process follows any placement record newer than its own configuration
-(``config_since``), so two processes with different ``rollout`` values never move one thread
-back and forth; a thread changes backend at most once per configuration change.
+Rolling deploys: a placement records the configuration that decided it (``since``: the time
+that configuration was built). A process follows any record decided by a newer configuration
+(or pinned), so two processes with different flags never move one thread back and forth: it
+changes backend at most once per configuration change. A record that only says where a
+legacy thread was found has ``since=0``: any configuration applies itself to it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from adapters.engine import MemoryEngine, as_list
-from adapters.errors import ConfigError, MemshiftError
-from adapters.io import IO, Steps, run_async, run_sync
-from adapters.stores.base import Placement, Tx, in_transaction, store_io
+from adapters.engine import MemoryEngine
+from adapters.errors import ConfigError, MemshiftError, ThreadElsewhere
+from adapters.io import Steps, run_sync
+from adapters.protocol import Check, Engine, Guard, Location, open_guard
+from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
 from adapters.view import MemoryView, ThreadRecord
 
 __all__ = ["PlacementChanged", "StagedEngine", "share_of"]
 
 ATTEMPTS = 5
+BACKENDS = ("classic", "middleware")
 
 
 class PlacementChanged(MemshiftError):
     """The thread moved between deciding where it lives and writing to it (retried)."""
+
+
+class _Elsewhere(Exception):
+    """Inside a transaction: the settled placement names the other side."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+
+class _Unsettled(Exception):
+    """Inside a transaction: the placement is missing or this configuration moves it."""
 
 
 def share_of(thread_id: str) -> float:
@@ -46,32 +63,42 @@ def share_of(thread_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-class StagedEngine:
-    name = "staged"
+def _has_state(view: MemoryView) -> bool:
+    return bool(view.messages or view.summary)
 
-    def __init__(self, *, classic: Any, middleware: MemoryEngine, rollout: float = 0.0,
-                 route: Callable[[str], str] | None = None,
-                 config_since: float | None = None) -> None:
+
+class StagedEngine(Engine):
+    """Both backends; the placement record decides which one serves a thread."""
+
+    hints_size = 100_000  # threads whose last backend this process remembers (a hint only)
+
+    def __init__(self, *, classic: Engine, middleware: MemoryEngine, rollout: float = 0.0,
+                 route: Callable[[str], str] | None = None, fixed: str | None = None,
+                 move_on_touch: bool = True, config_since: float | None = None) -> None:
+        if fixed is not None and fixed not in BACKENDS:
+            raise ConfigError(f"unknown backend {fixed!r}; use one of {list(BACKENDS)}")
         if not 0 <= rollout <= 1:
             raise ConfigError(f"rollout must be within [0, 1], got {rollout}")
-        self.engines: dict[str, Any] = {"classic": classic, "middleware": middleware}
-        self.rollout, self.route = rollout, route
+        self.engines: dict[str, Engine] = {"classic": classic, "middleware": middleware}
+        # the side's serving one-backend engine: reads for moves and origins go there
+        self._leaf = {name: side.leaves()[0] for name, side in self.engines.items()}
+        self.fixed, self.name = fixed, fixed or "staged"
+        self.rollout = {"classic": 0.0, "middleware": 1.0}.get(fixed or "", rollout)
+        self.route, self.move_on_touch = route, move_on_touch
         self.config_since = time.time() if config_since is None else config_since
-        self.store = middleware.store  # placements live with the middleware side
-        self.same_store = classic.store is middleware.store
+        self.store: Store = middleware.store  # placements live with the middleware side
+        self.same_store = self._leaf["classic"].store is middleware.store
+        self.read_only = bool(getattr(self.store, "read_only", False))
         self.moves = 0
+        self._hints: OrderedDict[str, str] = OrderedDict()
 
-    # -- what the facade reads off an engine ---------------------------------------------
+    # -- what the protocol asks of every engine -------------------------------------------
     @property
-    def mismatches(self) -> list[Any]:
-        """Shadow mismatches of the classic cohort (``shadow_sample``), else ``[]``."""
-        return list(getattr(self.engines["classic"], "mismatches", []))
-
-    policy = property(lambda self: self.engines["classic"].policy)
-    backend = property(lambda self: self.engines["classic"].backend)
+    def policy(self) -> Any:  # type: ignore[override]
+        return self.engines["classic"].policy
 
     @property
-    def summarizer(self) -> Any:
+    def summarizer(self) -> Any:  # type: ignore[override]
         return self.engines["classic"].summarizer
 
     @summarizer.setter
@@ -79,8 +106,51 @@ class StagedEngine:
         for engine in self.engines.values():
             engine.summarizer = value
 
-    # -- the decision ------------------------------------------------------------------------
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The fold backoff's clock (injectable in tests), shared by every side."""
+        return self.leaves()[0].clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], float]) -> None:
+        for leaf in self.leaves():
+            leaf.clock = value
+
+    @property
+    def mismatches(self) -> list[Any]:
+        """Shadow mismatches of the classic cohort (``shadow_sample``), else ``[]``."""
+        return self.engines["classic"].mismatches
+
+    def leaves(self) -> list[MemoryEngine]:
+        return [leaf for side in self.engines.values() for leaf in side.leaves()]
+
+    def stores(self) -> list[Store]:
+        seen: dict[int, Store] = {}
+        for side in self.engines.values():
+            for store in side.stores():
+                seen.setdefault(id(store), store)
+        return list(seen.values())
+
+    def middleware_engine(self) -> MemoryEngine | None:
+        return self._leaf["middleware"]
+
+    def drain(self, timeout: float | None = None) -> None:
+        for side in self.engines.values():
+            side.drain(timeout)
+
+    def close(self, drain: bool = True) -> None:
+        for side in self.engines.values():
+            side.close(drain)
+
+    def serving(self, thread_id: str) -> str:
+        """The backend that served the thread's last call here (a hint; the record decides)."""
+        return self._hints.get(thread_id) or self.desired(thread_id)
+
+    # -- the decision ----------------------------------------------------------------------
     def desired(self, thread_id: str) -> str:
+        """The backend this configuration wants for the thread."""
+        if self.fixed is not None:
+            return self.fixed
         if self.route is not None:
             backend = self.route(thread_id)
             if backend not in self.engines:
@@ -88,136 +158,311 @@ class StagedEngine:
             return backend
         return "middleware" if share_of(thread_id) < self.rollout else "classic"
 
-    def _run(self, tx: Tx, fn: Callable[..., Any], *args: Any) -> IO:
-        return store_io(self.store, tx, fn, *args)
+    def settled(self, thread_id: str, placement: Placement) -> bool:
+        """Whether this configuration leaves the placement as it is: a pin, a decision of a
+        newer configuration, or already where this one wants it."""
+        return self.read_only or placement.pinned or placement.since > self.config_since or \
+            placement.backend == self.desired(thread_id)
+
+    def _remember(self, thread_id: str, backend: str) -> None:
+        hints = self._hints
+        hints[thread_id] = backend
+        hints.move_to_end(thread_id)
+        if len(hints) > self.hints_size:
+            hints.popitem(last=False)
 
     def _read(self, thread_id: str) -> Steps[Placement | None]:
         def body(tx: Tx) -> Steps[Placement | None]:
-            return (yield self._run(tx, self.store.placement))
+            return (yield store_io(self.store, tx, self.store.placement))
         return (yield from in_transaction(self.store, thread_id, body, write=False))
 
-    def _origin(self, thread_id: str) -> Steps[str]:
-        """Where an unrecorded thread lives now: stored before staging began, or new."""
-        classic = yield from self.engines["classic"]._load(thread_id)
-        if classic.messages or classic.summary:
-            return "classic"
-        middleware = yield from self.engines["middleware"]._load(thread_id)
-        return "middleware" if middleware.messages or middleware.summary else \
-            self.desired(thread_id)
+    def _check(self, thread_id: str, backend: str, write: bool,
+               outer: Guard | None = None) -> Guard | None:
+        """A guard for a transaction on ``backend``'s side (same store only): the placement
+        says this side serves the thread, or the call is rolled back and retried where it
+        does. The placement is asked first and answered before commit, so on a batching
+        store it travels with the transaction's own first read. A thread no record names
+        yet is this side's when the other side holds nothing of it; a save records that in
+        the same transaction."""
+        if not self.same_store:
+            return outer
+        store = self.store
+        other = self._leaf["middleware" if backend == "classic" else "classic"]
 
-    def _place(self, thread_id: str, want: str | None = None, pin: bool | None = None) -> Steps[Placement]:
-        """The thread's placement after applying this configuration (moving it if due)."""
+        def guard(tx: Tx) -> Steps[Check | None]:
+            first = yield from open_guard(outer, tx)
+            token = yield store_io(store, tx, store.defer_placement)
+
+            def check() -> Steps[None]:
+                if first is not None:
+                    yield from first()
+                placement = yield store_io(store, tx, store.deferred_placement, token)
+                if placement is None:
+                    if _has_state((yield from other.view_in(tx))):
+                        raise _Unsettled
+                    if write:
+                        yield store_io(store, tx, store.set_placement,
+                                       Placement(backend, 1, self.config_since))
+                    return
+                if not self.settled(thread_id, placement):
+                    raise _Unsettled
+                if placement.backend != backend:
+                    raise _Elsewhere(placement.backend)
+            return check
+        return guard
+
+    def _origin(self, thread_id: str) -> Steps[str | None]:
+        """Where a thread no record names lives: the only side holding state, else the side
+        whose window ends with the transcript's newest message, else the configured one;
+        ``None`` when neither side holds anything."""
+        views: dict[str, MemoryView] = {}
+        for name, leaf in self._leaf.items():
+            views[name] = yield from leaf.load_steps(thread_id, False)
+        holding = [name for name, view in views.items() if _has_state(view)]
+        if len(holding) < 2:
+            return holding[0] if holding else None
+        store = self._leaf["classic"].store
+
+        def newest(tx: Tx) -> Steps[list[str]]:
+            return (yield store_io(store, tx, store.last_ids, 1))
+        last = yield from in_transaction(store, thread_id, newest, write=False)
+        ending = [name for name, view in views.items()
+                  if view.messages and last and view.messages[-1].id == last[0]]
+        return ending[0] if len(ending) == 1 else self.desired(thread_id)
+
+    def place_steps(self, thread_id: str, want: str | None = None, pin: bool | None = None,
+                    since: float | None = None) -> Steps[Placement | None]:
+        """The thread's placement after applying this configuration, moving the thread if
+        due. ``want``: an explicit demand (a pin, the agent's checkpointer), decided at
+        ``since`` (default: now). ``None``: nothing is stored for the thread anywhere."""
         for _ in range(ATTEMPTS):
             current = yield from self._read(thread_id)
             if current is None:
-                first = Placement((yield from self._origin(thread_id)), 1, time.time())
+                origin = yield from self._origin(thread_id)
+                if origin is not None:  # where it was found: every configuration applies
+                    found = Placement(origin, 1, 0.0)
+                elif want is not None:  # a new thread, claimed: a decision made now
+                    found = Placement(want, 1, time.time() if since is None else since,
+                                      bool(pin))
+                else:
+                    return None
+                if self.read_only:
+                    return found
 
-                def record(tx: Tx, first: Placement = first) -> Steps[None]:
-                    if (yield self._run(tx, self.store.placement)) is None:
-                        yield self._run(tx, self.store.set_placement, first)
+                def record(tx: Tx, found: Placement = found) -> Steps[None]:
+                    if (yield store_io(self.store, tx, self.store.placement)) is None:
+                        yield store_io(self.store, tx, self.store.set_placement, found)
                 yield from in_transaction(self.store, thread_id, record)
                 continue
-            target = want or self.desired(thread_id)
-            if want is None and (current.pinned or current.since > self.config_since):
-                return current  # a pin, or a newer process's decision: follow the record
-            if current.backend == target and (pin is None or current.pinned == pin):
+            if want is not None:
+                target, stamp = want, time.time() if since is None else since
+            else:
+                target = current.backend if self.settled(thread_id, current) else \
+                    self.desired(thread_id)
+                stamp = self.config_since
+            pinned = current.pinned if pin is None else pin
+            if current.backend == target and current.pinned == pinned:
                 return current
+            if self.read_only:
+                return current
+            if want is None and not self.move_on_touch:
+                raise self._elsewhere(thread_id, current, target)
             try:
-                moved = yield from self._move(thread_id, current, target,
-                                              current.pinned if pin is None else pin)
+                moved = yield from self._move(thread_id, current, target, pinned, stamp)
             except PlacementChanged:
                 continue
             if moved is not None:
                 return moved
         raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
 
-    def _move(self, thread_id: str, current: Placement, to: str,
-              pinned: bool) -> Steps[Placement | None]:
-        new = Placement(to, current.version + 1, time.time(), pinned)
-        if current.backend != to:
-            source, target = self.engines[current.backend], self.engines[to]
-            # transcript first: a turn that commits between the two reads is then newer than
-            # the last id checked below, and the move is retried instead of dropping it
-            transcript = yield from self._transcript(source.store, thread_id)
-            view = yield from source._load(thread_id)
-            record = ThreadRecord(thread_id, view.summary, view.messages, view.folds, transcript)
-            last = transcript[-1].id if transcript and transcript[-1].id else ""
-            wrote = yield from target._restore(record, last if self.same_store else None, None,
-                                               self._swap(current, new))
+    def _elsewhere(self, thread_id: str, current: Placement, wanted: str) -> ThreadElsewhere:
+        where = self._leaf[current.backend].store.url
+        return ThreadElsewhere(
+            f"thread {thread_id!r} lives on the {current.backend} backend ({where}); this "
+            f"memory serves {wanted!r} with move_on_touch=False, so nothing was read or "
+            f"written. Move it: memshift rollout move --to {wanted} --thread ID --store URL "
+            f"(or memory.pin(thread_id, {wanted!r}), or drop move_on_touch=False)",
+            thread_id=thread_id, lives_on=current.backend, wanted=wanted)
+
+    def _move(self, thread_id: str, current: Placement, to: str, pinned: bool,
+              since: float) -> Steps[Placement | None]:
+        new = Placement(to, current.version + 1, since, pinned)
+        if current.backend == to:  # only the pin (or its time) changes
+            yield from in_transaction(self.store, thread_id, self._swap(current, new))
+            return new
+        source, target = self._leaf[current.backend], self.engines[to]
+        # transcript first: a turn that commits between the two reads is then newer than
+        # the last id checked below, and the move is retried instead of dropping it
+        transcript = yield from _transcript(source.store, thread_id)
+        view = yield from source.load_steps(thread_id)
+        record = ThreadRecord(thread_id, view.summary, view.messages, view.folds, transcript)
+        last = transcript[-1].id if transcript and transcript[-1].id else ""
+        if self.same_store:
+            wrote = yield from target.restore_steps(record, last, None, self._swap(current, new))
             if not wrote:  # a turn landed meanwhile: read again
                 return None
-            self.moves += 1
-            return new
-        yield from in_transaction(self.store, thread_id, self._swap(current, new))
+        else:  # the state first, then the record on its own store
+            yield from target.restore_steps(record)
+            yield from in_transaction(self.store, thread_id, self._swap(current, new))
+            yield from self._catch_up(thread_id, source, to, last)
+        self.moves += 1
+        self._remember(thread_id, to)
         return new
 
-    @staticmethod
-    def _transcript(store: Any, thread_id: str) -> Steps[list[BaseMessage]]:
-        def body(tx: Tx) -> Steps[list[BaseMessage]]:
-            return (yield store_io(store, tx, store.transcript_in))
-        return (yield from in_transaction(store, thread_id, body, write=False))
+    def _catch_up(self, thread_id: str, source: MemoryEngine, to: str, last: str) -> Steps[None]:
+        """Two stores: turns the old side committed while the move was under way follow the
+        thread (by id, so a turn forwarded twice is stored once)."""
+        transcript = yield from _transcript(source.store, thread_id)
+        ids = [m.id for m in transcript]
+        late = transcript[ids.index(last) + 1:] if last in ids else \
+            (transcript if not last else [])
+        if late:
+            yield from self._leaf[to].save_steps(thread_id, list(late))
 
-    def _swap(self, expected: Placement, new: Placement) -> Callable[[Tx], Steps[None]]:
+    def _swap(self, expected: Placement, new: Placement) -> Guard:
         """Steps that change the placement only if it is still ``expected``."""
         def steps(tx: Tx) -> Steps[None]:
-            if (yield self._run(tx, self.store.placement)) != expected:
+            if (yield store_io(self.store, tx, self.store.placement)) != expected:
                 raise PlacementChanged("another process changed the placement first")
-            yield self._run(tx, self.store.set_placement, new)
-        return steps
-
-    def _guard(self, placement: Placement) -> Callable[[Tx], Steps[None]] | None:
-        """Inside a save's transaction: the thread still belongs to this backend."""
-        if not self.same_store:
-            return None
-
-        def steps(tx: Tx) -> Steps[None]:
-            now = yield self._run(tx, self.store.placement)
-            if now is None or (now.backend, now.version) != (placement.backend, placement.version):
-                raise PlacementChanged("the thread moved while this turn was being saved")
+            yield store_io(self.store, tx, self.store.set_placement, new)
         return steps
 
     # -- the engine API ---------------------------------------------------------------------
-    def _load(self, thread_id: str) -> Steps[MemoryView]:
-        placement = yield from self._place(thread_id)
-        return (yield from self.engines[placement.backend]._load(thread_id))
+    def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
+        if move:
+            placement = yield from self.place_steps(thread_id)
+            backend = placement.backend if placement is not None else self.desired(thread_id)
+        else:
+            placement = yield from self._read(thread_id)
+            backend = placement.backend if placement is not None else \
+                (yield from self._origin(thread_id)) or self.desired(thread_id)
+        leaf = self._leaf[backend]
+        return Location(backend, leaf, leaf.store, placement)
 
-    def _save(self, thread_id: str, turn: list[BaseMessage], fold: bool = True) -> Steps[list[BaseMessage]]:
+    def claim_steps(self, thread_id: str, backend: str) -> Steps[Location]:
+        if backend not in self.engines:
+            raise ConfigError(f"claim 'classic' or 'middleware', not {backend!r}")
+        current = yield from self._read(thread_id)
+        if not self.read_only and (current is None or current.backend != backend):
+            if current is not None and not self.move_on_touch:
+                raise self._elsewhere(thread_id, current, backend)
+            current = yield from self.place_steps(thread_id, want=backend)
+        leaf = self._leaf[backend]
+        return Location(backend, leaf, leaf.store, current)
+
+    def _routed(self, thread_id: str, write: bool, outer: Guard | None,
+                call: Callable[[Engine, Guard | None], Steps[Any]]) -> Steps[Any]:
+        """Run ``call`` on the side the placement names, checked inside its transaction;
+        retried where it says, or after the move this configuration asks for."""
         for _ in range(ATTEMPTS):
-            placement = yield from self._place(thread_id)
-            engine = self.engines[placement.backend]
+            backend = self._hints.get(thread_id) or self.desired(thread_id)
+            if not self.same_store:  # the record is on another store: settle it first
+                placement = yield from self.place_steps(thread_id)
+                backend = placement.backend if placement is not None else backend
             try:
-                return (yield from engine._save(thread_id, turn, fold, self._guard(placement)))
-            except PlacementChanged:
+                result = yield from call(self.engines[backend],
+                                         self._check(thread_id, backend, write, outer))
+            except _Elsewhere as moved:
+                self._remember(thread_id, moved.backend)
                 continue
+            except _Unsettled:
+                placement = yield from self.place_steps(thread_id)
+                if self.read_only or (placement is None and not write):
+                    # served where it lives, never moved (or: nothing anywhere, empty)
+                    side = placement.backend if placement is not None else self.desired(thread_id)
+                    return (yield from call(self.engines[side], outer))
+                if placement is not None:
+                    self._remember(thread_id, placement.backend)
+                continue
+            self._remember(thread_id, backend)
+            return result
         raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
 
-    def load(self, thread_id: str) -> MemoryView:
-        return run_sync(self._load(thread_id))
+    def load_steps(self, thread_id: str, detached: bool = True,
+                   guard: Guard | None = None) -> Steps[MemoryView]:
+        def call(side: Engine, check: Guard | None) -> Steps[MemoryView]:
+            return (yield from side.load_steps(thread_id, detached, check))
+        return (yield from self._routed(thread_id, False, guard, call))
 
-    async def aload(self, thread_id: str) -> MemoryView:
-        return await run_async(self._load(thread_id))
+    def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
+                   guard: Guard | None = None) -> Steps[list[BaseMessage]]:
+        served: list[str] = []
 
-    def save(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True) -> list[BaseMessage]:
-        return run_sync(self._save(thread_id, as_list(turn), fold))
+        def call(side: Engine, check: Guard | None) -> Steps[list[BaseMessage]]:
+            served.append(side.name)
+            return (yield from side.save_steps(thread_id, turn, fold, check))
+        stored = yield from self._routed(thread_id, True, guard, call)
+        if not self.same_store:
+            yield from self._forward_if_moved(thread_id, served[-1], stored)
+        return stored
 
-    async def asave(self, thread_id: str, turn: Sequence[BaseMessage],
-                    fold: bool = True) -> list[BaseMessage]:
-        return await run_async(self._save(thread_id, as_list(turn), fold))
+    def _forward_if_moved(self, thread_id: str, saved_on: str,
+                          stored: list[BaseMessage]) -> Steps[None]:
+        """Two stores: a move that committed while this turn was being saved on the old side
+        gets the turn too (by id, so a turn the move caught up already is stored once)."""
+        now = yield from self._read(thread_id)
+        if now is not None and now.backend != saved_on:
+            yield from self._leaf[now.backend].save_steps(thread_id, list(stored))
 
-    def place(self, thread_id: str) -> Placement:
-        """Apply this configuration to one thread now (an eager move)."""
-        return run_sync(self._place(thread_id))
+    def clear_steps(self, thread_id: str) -> Steps[None]:
+        where = yield from self.locate_steps(thread_id)
+        yield from self.engines[where.backend].clear_steps(thread_id)
+
+    def prune_steps(self, thread_id: str) -> Steps[None]:
+        where = yield from self.locate_steps(thread_id)
+        yield from self.engines[where.backend].prune_steps(thread_id)
+
+    def restore_steps(self, record: ThreadRecord, expect_last_id: str | None = None,
+                      fold_record: Any = None, also: Guard | None = None) -> Steps[bool]:
+        """A whole state written where this configuration places the thread, its placement
+        changed in the same transaction (same store) when it lived elsewhere."""
+        thread_id = record.thread_id
+        for _ in range(ATTEMPTS):
+            current = yield from self._read(thread_id)
+            if current is not None and self.settled(thread_id, current):
+                target = current.backend
+            else:
+                target = self.desired(thread_id)
+            new = current if current is not None and current.backend == target else \
+                Placement(target, current.version + 1 if current else 1, self.config_since,
+                          current.pinned if current else False)
+            swap = _expect(self.store, current, new)
+            side = self.engines[target]
+            try:
+                if self.same_store:
+                    wrote = yield from side.restore_steps(record, expect_last_id, fold_record,
+                                                          _both(swap, also))
+                else:
+                    wrote = yield from side.restore_steps(record, expect_last_id, fold_record,
+                                                          also)
+                    if wrote and new is not current:
+                        yield from in_transaction(self.store, thread_id, swap)
+            except PlacementChanged:
+                continue
+            if wrote:
+                self._remember(thread_id, target)
+            return wrote
+        raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
+
+    def view_in(self, tx: Tx) -> Steps[MemoryView]:
+        return (yield from self._leaf[self.serving(tx.thread_id)].view_in(tx))
+
+    # -- placements, for the facade and the command line -------------------------------------
+    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
+        return self.store.placement_counts()
 
     def pin(self, thread_id: str, backend: str) -> Placement:
         if backend not in self.engines:
             raise ConfigError(f"pin to 'classic' or 'middleware', not {backend!r}")
-        return run_sync(self._place(thread_id, want=backend, pin=True))
+        placement = run_sync(self.place_steps(thread_id, want=backend, pin=True))
+        assert placement is not None
+        return placement
 
-    def unpin(self, thread_id: str) -> Placement:
-        """The rollout decides again from the next touch on."""
+    def unpin(self, thread_id: str) -> Placement | None:
+        """The configuration decides again from the next touch on."""
         current = run_sync(self._read(thread_id))
         if current is None or not current.pinned:
-            return current or run_sync(self._place(thread_id))
+            return current or run_sync(self.place_steps(thread_id))
         released = Placement(current.backend, current.version + 1, 0.0, False)
         run_sync(in_transaction(self.store, thread_id, self._swap(current, released)))
         return released
@@ -225,16 +470,34 @@ class StagedEngine:
     def placement_of(self, thread_id: str) -> Placement | None:
         return run_sync(self._read(thread_id))
 
-    def clear(self, thread_id: str) -> None:
-        self.engines[self.place(thread_id).backend].clear(thread_id)
 
-    async def aclear(self, thread_id: str) -> None:
-        placement = await run_async(self._place(thread_id))
-        await self.engines[placement.backend].aclear(thread_id)
+def _transcript(store: Store, thread_id: str) -> Steps[list[BaseMessage]]:
+    def body(tx: Tx) -> Steps[list[BaseMessage]]:
+        return (yield store_io(store, tx, store.transcript_in))
+    return (yield from in_transaction(store, thread_id, body, write=False))
 
-    def restore(self, record: ThreadRecord, **kwargs: Any) -> bool:
-        return self.engines[self.place(record.thread_id).backend].restore(record, **kwargs)
 
-    def close(self) -> None:
-        for engine in self.engines.values():
-            engine.close()
+def _expect(store: Store, current: Placement | None, new: Placement) -> Guard:
+    """Steps that find the placement still ``current`` and leave ``new`` (a no-op write when
+    they are the same)."""
+    def steps(tx: Tx) -> Steps[None]:
+        if (yield store_io(store, tx, store.placement)) != current:
+            raise PlacementChanged("another process changed the placement first")
+        if new != current:
+            yield store_io(store, tx, store.set_placement, new)
+    return steps
+
+
+def _both(first: Guard, then: Guard | None) -> Guard:
+    """``first`` then ``then`` as one guard (their checks run in the same order)."""
+    def steps(tx: Tx) -> Steps[Check | None]:
+        checks = [c for c in ((yield from first(tx)), (yield from open_guard(then, tx)))
+                  if c is not None]
+        if len(checks) < 2:
+            return checks[0] if checks else None
+
+        def check() -> Steps[None]:
+            for one in checks:
+                yield from one()
+        return check
+    return steps

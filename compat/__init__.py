@@ -26,6 +26,7 @@ from adapters.errors import (  # noqa: E402
     MemshiftError,
     StoreError,
     SummarizerError,
+    ThreadElsewhere,
     ThreadIdRequired,
     UnknownArgumentError,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "Summarizer",
     "SummarizerError",
     "SummaryMemory",
+    "ThreadElsewhere",
     "ThreadIdRequired",
     "ThreadRecord",
     "UnknownArgumentError",

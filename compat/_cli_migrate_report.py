@@ -69,6 +69,12 @@ def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,
     out.line(f"summary rebuilt: {len(report.rebuilt)} of the {which} ({REBUILT_MEANS})")
     out.line(f"verified: {verified} (re-read from the target and identical to the source, "
              "skipped threads included)" if verified else "verified: 0")
+    if report.caught_up:
+        out.line(f"caught up: {len(report.caught_up)} thread(s) received turns in the source "
+                 "during the run and were copied again")
+    if report.changed:
+        out.line(f"changed during migration: {len(report.changed)} thread(s) received turns in "
+                 "the source after their last copy: not verified; re-run to copy them")
     for tid, reason in report.failed:
         out.line(f"  FAILED {tid!r}: {reason}")
     for note in sorted(set(report.notes.values())):
@@ -96,6 +102,8 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
             "skipped": [{"thread_id": t, "reason": r} for t, r in report.skipped],
             "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
             "rebuilt": report.rebuilt,
+            "changed": report.changed,
+            "caught_up": report.caught_up,
         },
         "notes": sorted(set(report.notes.values())),
         "stats": run_stats(out, report.total),

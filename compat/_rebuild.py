@@ -32,14 +32,16 @@ def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None)
 
 
 def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
-                   policy: MemoryPolicy | None = None, summarizer: Any = None) -> ThreadRecord:
-    """Replay the transcript turn by turn through a scratch memory with ``policy``.
-    A summarizer failure raises ``SummarizerError`` (nothing is half-rebuilt)."""
+                   policy: MemoryPolicy | None = None, summarizer: Any = None,
+                   backend: str | None = None) -> ThreadRecord:
+    """Replay the transcript turn by turn through a scratch memory with ``policy``, on
+    ``backend`` (default: the one the memory serves new threads from; both give the same
+    record). A summarizer failure raises ``SummarizerError`` (nothing is half-rebuilt)."""
     from compat.memory import SummaryMemory
 
     policy = replace(policy or memory.active_policy, on_summary_error="raise",
                      preferences_store=None)
-    backend = memory.backend_name if memory.backend_name != "shadow" else memory.primary
+    backend = backend or memory.backend_impl.serving(thread_id)
     scratch = SummaryMemory(backend=backend, policy=policy, store="memory",
                             summarizer=summarizer or memory.backend_impl.summarizer,
                             human_prefix=memory.human_prefix, ai_prefix=memory.ai_prefix)

@@ -102,10 +102,10 @@ class StockSurface:
 
     def prune(self: SummaryMemory) -> None:  # type: ignore[misc]
         """Fold the bound thread now if it is over the policy's limit."""
-        _engine(self).prune(self._thread(None))
+        self._backend.prune(self._thread(None))
 
     async def aprune(self: SummaryMemory) -> None:  # type: ignore[misc]
-        await _engine(self).aprune(self._thread(None))
+        await self._backend.aprune(self._thread(None))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -116,7 +116,3 @@ class StockSurface:
                     f"SummaryMemory has no stock attribute {name!r}; use {_INSTEAD[name]}") from None
             raise
 
-
-def _engine(memory: SummaryMemory) -> Any:
-    engine = memory._backend
-    return getattr(engine, "primary", engine)  # shadow: prune what serves reads

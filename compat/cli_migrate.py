@@ -100,7 +100,18 @@ def _threads(source: Any, listed: list[str] | None,
         ids = [t for t in listed if in_shard(t, shard)]
         return ids, len(ids)
     total = sum(1 for t in source.iter_thread_ids() if in_shard(t, shard))
-    return (t for t in source.iter_thread_ids() if in_shard(t, shard)), total
+    return _ShardIds(source, shard), total
+
+
+class _ShardIds:
+    """The shard's ids, streamed from the source each time they are iterated (the run's
+    delta pass goes over them again without holding them in memory)."""
+
+    def __init__(self, source: Any, shard: tuple[int, int] | None) -> None:
+        self.source, self.shard = source, shard
+
+    def __iter__(self) -> Any:
+        return (t for t in self.source.iter_thread_ids() if in_shard(t, self.shard))
 
 
 def _thread_list(path: str | None) -> list[str] | None:
@@ -152,10 +163,13 @@ def migrate_command(source_kind: str, target_kind: str, as_json: bool, output: s
                     quiet: bool, **opts: Any) -> int:
     """Move stored threads between backends and stores, verified and resumable.
 
-    Each thread ends as exactly one of migrated, skipped (already identical, or not in the
-    source) or failed. The policy is the one recorded with the source's threads (else the
-    target's); policy options that contradict it need --policy-override. Exit 0 when no
-    thread failed, 1 otherwise, 2 for usage and configuration errors.
+    Each thread ends as exactly one of migrated, skipped (already identical, not in the
+    source, or target newer: the target moved on since it was migrated and is kept) or
+    failed. Threads written in the source during the run are copied again by a delta pass;
+    any written again after it are reported "changed during migration" (not verified). The
+    policy is the one recorded with the source's threads (else the target's); policy options
+    that contradict it need --policy-override. Exit 0 when no thread failed or changed, 1
+    otherwise, 2 for usage and configuration errors.
     """
     from compat.cli import _summarizer
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory

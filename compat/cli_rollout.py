@@ -43,7 +43,7 @@ def status(as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
     rows: list[Any] = []
     if memory is not None:  # None: no memshift tables yet, so no placements either
         with memory:
-            rows = memory._staged("rollout status").store.placement_counts()
+            rows = memory.backend_impl.placement_counts()
     result: dict[str, Any] = {
         "command": "rollout status", "store": show_url(url),
         "threads": {b: sum(n for backend, _, n, _ in rows if backend == b)
@@ -63,37 +63,45 @@ def status(as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
 @rollout.command("move")
 @click.option("--to", "to", required=True, type=click.Choice(["classic", "middleware"]),
               help="Move the threads the share assigns to this backend.")
-@click.option("--share", required=True, type=click.FloatRange(0, 1), metavar="X",
-              help="The rollout share to apply, in [0, 1].")
+@click.option("--share", type=click.FloatRange(0, 1), metavar="X",
+              help="The rollout share to apply, in [0, 1]. [default: with --thread, the thread "
+                   "moves to --to; otherwise required]")
+@click.option("--thread", "threads", multiple=True, metavar="ID",
+              help="Only this thread (repeatable): moved to --to now, whatever the share.")
 @store_options("", "MEMSHIFT_STORE", "staged store (must exist)")
 @click.option("--shard", metavar="I/N",
               help="Only shard I of N (1-based; a stable hash of the thread id).")
 @policy_options("max_tokens=2000, the stock default")
 @output_options
-def move(to: str, share: float, as_json: bool, output: str | None, quiet: bool,
-         **opts: Any) -> int:
+def move(to: str, share: float | None, threads: tuple[str, ...], as_json: bool,
+         output: str | None, quiet: bool, **opts: Any) -> int:
     """Move a cohort now instead of at first touch. Exit 1 when a thread failed to move."""
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
     from compat.runlog import RunLog
 
     out = Output(as_json, output, quiet)
+    if share is None and not threads:
+        raise click.UsageError("rollout move needs --share X, or --thread ID to move one thread")
     url = _store(opts, out)
     shard = parse_shard(opts["shard"])
     choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
                            allow_mixed=True)
+    # --thread: a fixed flag (every listed thread wants --to); else the share's cohort
+    config: dict[str, Any] = {"backend": to} if share is None else \
+        {"backend": "staged", "rollout": share}
     moved = stayed = failed = 0
     runlog = RunLog.open(url, show_url(url))
     run_id, status = None, "failed"
     try:
-        with SummaryMemory(backend="staged", store=url, policy=choice.policy,
-                           rollout=share) as memory:
-            engine = memory._staged("rollout move")
+        with SummaryMemory(store=url, policy=choice.policy, **config) as memory:
+            engine = memory.backend_impl
+            what = f"--share {share}" if share is not None else f"--thread ({len(threads)})"
             if runlog is not None:
-                run_id = runlog.start(f"rollout move --to {to} --share {share}", source=None,
+                run_id = runlog.start(f"rollout move --to {to} {what}", source=None,
                                       target=f"staged {show_url(url)}", shard=opts["shard"],
                                       policy=choice.as_json())
             with out.progress(None, "threads", "rollout move") as tick:
-                for thread_id in memory.iter_thread_ids():
+                for thread_id in threads or memory.iter_thread_ids():
                     if not in_shard(thread_id, shard) or engine.desired(thread_id) != to:
                         continue
                     before = engine.placement_of(thread_id)
@@ -105,7 +113,8 @@ def move(to: str, share: float, as_json: bool, output: str | None, quiet: bool,
                         continue
                     finally:
                         tick()
-                    if before is None or before.backend != after.backend:
+                    if after is not None and (before.backend != after.backend if before
+                                              else after.version > 1):
                         moved += 1
                     else:
                         stayed += 1

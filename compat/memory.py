@@ -21,12 +21,9 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_serializer
 from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, open_store, redact_url
 from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
-from adapters.staged import StagedEngine
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.folds import FoldRecord
-from adapters.shadow import ShadowEngine
 from adapters.summarizer import build_summarizer, summarizer_name
-from adapters.engine import MemoryEngine
 from adapters.stores.own_saver import OwnSaver
 from compat._adopt import legacy_adopter
 from compat._engines import Engine, build_engine
@@ -89,6 +86,8 @@ class SummaryMemory(StockSurface, BaseMemory):
     rollout: float | None = None  # else $MEMSHIFT_ROLLOUT, else 0.0
     route: Any = None  # thread_id -> "classic" | "middleware" (instead of the rollout share)
     target_store: Any = Field(default=None, repr=False)  # middleware on another store
+    # a thread found on the other backend moves at first touch; False: ThreadElsewhere
+    move_on_touch: bool = True
 
     _backend: Engine = PrivateAttr()
     _store: Store = PrivateAttr()
@@ -96,6 +95,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
     _adopter: Any = PrivateAttr(default=None)
     _renderer: BufferRenderer | None = PrivateAttr(default=None)
+    _checkpointer: Any = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:
         fields = type(self).model_fields
@@ -126,11 +126,10 @@ class SummaryMemory(StockSurface, BaseMemory):
             session = getattr(self.legacy_history, "session_id", None)
             if isinstance(session, str) and session:  # keyed by the history's own session id
                 self.__dict__["thread_id"] = session
-        self._backend = build_engine(self, name, summarizer)
+        self._backend = build_engine(self, name, summarizer, self._store)
         self._adopter = legacy_adopter(self)
-        backend = self._backend  # a classic window on the memory store keeps its objects:
-        if isinstance(backend, MemoryEngine) and backend.name == "classic" \
-                and self._store.shares_messages:  # strings are rendered once per message
+        # a classic window on the memory store keeps its objects: strings are rendered once
+        if name == "classic" and self._store.shares_messages:  # per message
             self._renderer = BufferRenderer()
 
     @field_serializer("store", "target_store")
@@ -140,23 +139,18 @@ class SummaryMemory(StockSurface, BaseMemory):
             return redact_url(value) if value else value
         return type(value).__name__
 
-    def _staged(self, what: str) -> StagedEngine:
-        if not isinstance(self._backend, StagedEngine):
-            raise ConfigError(f"memory.{what} is for backend='staged'; this memory runs "
-                              f"{self.backend_name!r}")
-        return self._backend
-
     def pin(self, thread_id: str, backend: str) -> Placement:
-        """Serve this thread from ``backend`` whatever the rollout (moved now if needed)."""
-        return self._staged("pin").pin(check_thread_id(thread_id), backend)
+        """Serve this thread from ``backend`` whatever the flag or rollout (moved now)."""
+        return self._backend.pin(check_thread_id(thread_id), backend)
 
     def unpin(self, thread_id: str) -> Placement | None:
-        """Let the rollout decide this thread again from its next touch."""
-        return self._staged("unpin").unpin(check_thread_id(thread_id))
+        """Let the flag or rollout decide this thread again from its next touch."""
+        return self._backend.unpin(check_thread_id(thread_id))
 
     def placement(self, thread_id: str) -> Placement | None:
-        """Where a staged thread lives, or ``None`` before its first touch."""
-        return self._staged("placement").placement_of(check_thread_id(thread_id))
+        """Where the thread lives (backend, version, since, pinned), or ``None`` before its
+        first save."""
+        return self._backend.placement_of(check_thread_id(thread_id))
 
     def _resolve_policy(self) -> MemoryPolicy:
         policy = self.policy
@@ -178,7 +172,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     @property
     def mismatches(self) -> list:
         """Recorded shadow divergences (thread id, turn, kind, diff); ``[]`` off shadow."""
-        return list(getattr(self._backend, "mismatches", []))
+        return list(self._backend.mismatches)
 
     @property
     def active_policy(self) -> MemoryPolicy:
@@ -186,7 +180,8 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     @property
     def backend_impl(self) -> Engine:
-        """The engine behind this memory (``ShadowEngine`` in shadow mode)."""
+        """The engine behind this memory: a router over both backends (``StagedEngine``),
+        or a ``ShadowEngine`` in shadow mode."""
         return self._backend
 
     @property
@@ -256,40 +251,65 @@ class SummaryMemory(StockSurface, BaseMemory):
         stored = await self._backend.asave(tid := self._touch(thread_id), list(turn))
         self._adopter.after_save(tid, stored)
 
+    def _home(self, thread_id: str) -> Store:
+        """The store holding the thread's transcript and fold records: where it lives now
+        (a staged memory on two stores has one of each)."""
+        homes = self._homes()
+        if len(homes) == 1:
+            return homes[0]
+        return self._backend.locate(thread_id, move=False).store
+
+    def _homes(self) -> list[Store]:
+        """The stores that hold transcripts (a shadow candidate's mirror holds none)."""
+        found: dict[int, Store] = {}
+        for leaf in self._backend.leaves():
+            if leaf.owns_transcript:
+                found.setdefault(id(leaf.store), leaf.store)
+        return list(found.values())
+
     def summary_history(self, thread_id: str) -> list[dict[str, Any]]:
         """Every fold of the thread, oldest first: version, trigger, what was folded and
         kept, summary tokens, summarizer, prompt version, duration, error."""
-        tid = check_thread_id(thread_id)
-        with self._store.guard("summary_history"):
-            return self._store.fold_records(tid)
+        store = self._home(tid := check_thread_id(thread_id))
+        with store.guard("summary_history"):
+            return store.fold_records(tid)
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
-        tid = check_thread_id(thread_id)
-        with self._store.guard("transcript"):
-            return self._store.transcript(tid)
+        store = self._home(tid := check_thread_id(thread_id))
+        with store.guard("transcript"):
+            return store.transcript(tid)
 
     def thread_ids(self) -> list[str]:
-        """Every thread with a transcript in this store, in first-seen order."""
-        with self._store.guard("thread_ids"):
-            return self._store.thread_ids()
+        """Every thread with a transcript in this memory's stores, in first-seen order."""
+        homes = self._homes()
+        return list(self.iter_thread_ids()) if len(homes) > 1 else self._guarded_ids(homes[0])
+
+    @staticmethod
+    def _guarded_ids(store: Store) -> list[str]:
+        with store.guard("thread_ids"):
+            return store.thread_ids()
 
     def iter_thread_ids(self) -> Iterator[str]:
-        """Every thread with a transcript, streamed."""
-        return self._store.iter_thread_ids()
+        """Every thread with a transcript, streamed (each once, across stores)."""
+        homes = self._homes()
+        if len(homes) == 1:
+            return homes[0].iter_thread_ids()
+        return _unique(store.iter_thread_ids() for store in homes)
 
-    def restore_thread(self, record: ThreadRecord, fold_record: FoldRecord | None = None) -> None:
+    def restore_thread(self, record: ThreadRecord, fold_record: FoldRecord | None = None,
+                       expect_last_id: str | None = None) -> bool:
         """Write a thread's transcript (idempotent by message id), summary and window, in
         one transaction, with ``fold_record`` (what produced this summary: a backup, a
-        migration) when given: the state and the record that describes it commit together."""
+        migration) when given: the state and the record that describes it commit together.
+        ``expect_last_id``: a compare-and-set — written only if the thread's newest transcript
+        message is still that one (``""``: only if it has none); gives whether it wrote."""
         check_thread_id(record.thread_id)
-        if fold_record is None:
-            self._backend.restore(record)
-            return
-        if fold_record.thread_id != record.thread_id:
+        if fold_record is not None and fold_record.thread_id != record.thread_id:
             raise ConfigError(f"the fold record is for thread {fold_record.thread_id!r}, the "
                               f"state for {record.thread_id!r}; nothing was written")
-        self._backend.restore(record, fold_record=fold_record)
+        return self._backend.restore(record, expect_last_id=expect_last_id,
+                                     fold_record=fold_record)
 
     def resummarize(self, thread_id: str, llm: Any = None,
                     policy: MemoryPolicy | None = None, attempts: int = 3) -> MemoryView:
@@ -303,8 +323,10 @@ class SummaryMemory(StockSurface, BaseMemory):
         summarizer = summarizer_for(self, policy, llm)
         for _ in range(attempts):
             start = time.perf_counter()
-            transcript = self._store.transcript(tid)
-            record = rebuild_record(self, tid, transcript, policy, summarizer)
+            where = self._backend.locate(tid)
+            transcript = where.store.transcript(tid)
+            record = rebuild_record(self, tid, transcript, policy, summarizer,
+                                    backend=where.backend)
             fold = rebuild_fold_record(tid, transcript, record, policy, trigger="resummarize",
                                        summarizer=summarizer_name(summarizer),
                                        backend=self.backend_name, started=start)
@@ -339,20 +361,24 @@ class SummaryMemory(StockSurface, BaseMemory):
         """A new memory with this configuration and its own connection to the same store."""
         return type(self)(**{name: getattr(self, name) for name in self.model_fields_set})
 
-    def close(self) -> None:
-        """Release the store's connections (pools, files)."""
-        self._backend.close()
-        self._store.close()
+    def close(self, drain: bool = True) -> None:
+        """Release the stores' connections (pools, files). A shadow memory first waits for
+        its queued candidate writes (``drain=False``: drops them, each counted as a
+        ``candidate_dropped`` mismatch)."""
+        self._backend.close(drain)
+        for store in self._backend.stores():
+            store.close()
 
     async def arelease(self) -> None:
         """Release the async connections of the running event loop (call it before a loop
         ends when the memory outlives the loop, e.g. one ``asyncio.run`` per request)."""
-        await self._store.aclose()
+        for store in self._backend.stores():
+            await store.aclose()
 
-    async def aclose(self) -> None:
+    async def aclose(self, drain: bool = True) -> None:
         """Release this event loop's async connections, then everything else."""
         await self.arelease()
-        self.close()
+        self.close(drain)
 
     async def __aenter__(self) -> SummaryMemory:
         return self
@@ -373,8 +399,16 @@ class SummaryMemory(StockSurface, BaseMemory):
     # -- cutover ---------------------------------------------------------------------
     @property
     def checkpointer(self) -> Any:
-        """The LangGraph checkpointer holding middleware threads (for ``create_agent``)."""
-        return self._require_middleware("checkpointer").store.checkpoints.checkpointer
+        """The LangGraph checkpointer holding middleware threads (for ``create_agent``). Its
+        first read of a thread that lives on classic moves the thread to middleware, so the
+        agent continues every thread with its summary and window."""
+        if self._checkpointer is None:
+            from adapters.stores.placed import PlacedSaver
+
+            engine = self._require_middleware("checkpointer")
+            self._checkpointer = PlacedSaver(engine.store.checkpoints.checkpointer,
+                                             self._backend)
+        return self._checkpointer
 
     @property
     def middleware(self) -> Any:
@@ -382,17 +416,12 @@ class SummaryMemory(StockSurface, BaseMemory):
         return self._require_middleware("middleware").middleware
 
     def _require_middleware(self, what: str) -> Any:
-        sides = [self._backend]
-        if isinstance(self._backend, ShadowEngine):
-            sides = [self._backend.primary, self._backend.candidate_backend]
-        elif isinstance(self._backend, StagedEngine):
-            sides = [self._backend.engines["middleware"]]
-        backend = next((b for b in sides if b.name == "middleware"), sides[0])
-        if backend.name != "middleware":
+        engine = self._backend.middleware_engine()
+        if engine is None or self.backend_name == "classic":
             raise ConfigError(f"memory.{what} is for the middleware backend; this memory runs "
-                              f"{self.backend_name!r}. Migrate the threads, then use "
-                              "backend='middleware'.")
-        return backend
+                              f"{self.backend_name!r}. Flip the flag to backend='middleware' "
+                              "(threads move at first touch) or use backend='staged'.")
+        return engine
 
     # -- classic drop-in (BaseMemory) ---------------------------------------------------
     @property
@@ -432,7 +461,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         return self._render(await self._backend.aload(tid, **self._copies()))
 
     def _copies(self) -> dict[str, bool]:  # a string rendering only reads: no copy of the window
-        return {"detached": self.return_messages} if isinstance(self._backend, MemoryEngine) else {}
+        return {"detached": self.return_messages}
 
     def _turn_from(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> tuple[str, list]:
         tid = self._thread(inputs.get(self.thread_key))
@@ -453,6 +482,15 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     async def aclear(self, thread_id: str | None = None) -> None:
         await self._backend.aclear(self._touch(thread_id))
+
+
+def _unique(streams: Iterator[Iterator[str]]) -> Iterator[str]:
+    seen: set[str] = set()
+    for stream in streams:
+        for thread_id in stream:
+            if thread_id not in seen:
+                seen.add(thread_id)
+                yield thread_id
 
 
 class _Private:

@@ -1,35 +1,50 @@
 """``migrate(source, target)``: move threads between backends and stores, verified.
 
-Per thread: transcript first (idempotent by message id), then summary + window + fold
-count in one backend write, with a fold record (trigger ``migrated``) that carries the policy
-the thread follows, so the policy travels with the data. Re-running skips threads that are
-already identical, so a crashed migration is finished by running it again; rollback is the
-same call reversed.
+Per thread: transcript, summary, window and fold count in one transaction, with a fold record
+(trigger ``migrated``) that carries the policy the thread follows, so the policy travels with
+the data. The write is a move, with a move's guarantees:
 
-Every thread ends as exactly one of migrated, skipped or failed. ``rebuilt`` and
-``verified`` are separate facts about those threads: a rebuilt thread's summary was
+- a compare-and-set on the target: written only if the target's newest transcript message
+  is still the one read, and never over a target that has moved on since it was migrated (a
+  newer turn there, or more folds of the same transcript): that thread is ``skipped (target
+  newer)``, so re-running a migration after the cutover loses nothing;
+- a source written during the run: after the pass, a delta pass re-copies every thread whose
+  source moved past what the target holds; a thread that moved again after that is reported
+  ``changed during migration`` and is not counted as verified.
+
+Re-running skips threads that are already identical, so a crashed migration is finished by
+running it again; rollback is the same call reversed.
+
+Every thread ends as exactly one of migrated, skipped or failed. ``rebuilt``, ``verified``
+and ``changed`` are separate facts about those threads: a rebuilt thread's summary was
 recomputed from its stored history (stock classic memory never persisted one), a verified
-thread was re-read from the target and found identical to the source.
+thread was re-read from the target and found identical to the source, a changed one received
+turns in the source after its last copy.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from langchain_core.messages import BaseMessage
 
 from adapters import MemoryPolicy, ThreadRecord, compare_views
 from adapters.view import MemoryView, message_signature
 from compat._rebuild import rebuild_fold_record, rebuild_record
 from compat.memory import SummaryMemory
-from compat.sources import SourceThread, as_source
+from compat.sources import SourceThread, ThreadSource, as_source, last_transcript_id
 
 __all__ = ["MigrationReport", "migrate"]
 
 ALREADY = "already migrated (identical)"
 NOT_FOUND = "not found in the source"
+TARGET_NEWER = "target newer (it moved on since it was migrated: kept as it is)"
+CHANGED = "changed during migration"
+ATTEMPTS = 3  # compare-and-set rounds against a target that is being written
 
 
 @dataclass
@@ -44,11 +59,23 @@ class MigrationReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     verified: list[str] = field(default_factory=list)  # re-read and identical to the source
     rebuilt: list[str] = field(default_factory=list)  # migrated with a summary rebuilt from history
+    changed: list[str] = field(default_factory=list)  # the source moved on after the last copy
+    caught_up: list[str] = field(default_factory=list)  # re-copied by the delta pass
     notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        """Nothing failed, and every thread the run copied is what its source holds."""
+        return not self.failed and not self.changed
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the thread's outcome (the delta pass copies it again)."""
+        for name in ("migrated", "verified", "rebuilt"):
+            items = getattr(self, name)
+            if thread_id in items:
+                items.remove(thread_id)
+        self.skipped = [(t, r) for t, r in self.skipped if t != thread_id]
+        self.failed = [(t, r) for t, r in self.failed if t != thread_id]
 
     @property
     def total(self) -> int:
@@ -56,9 +83,13 @@ class MigrationReport:
 
     def counts(self) -> dict[str, int]:
         """Outcomes (they add up to ``total``) and the two separate facts."""
+        reasons = self.skipped_by_reason()
         return {"total": self.total, "migrated": len(self.migrated),
                 "skipped": len(self.skipped), "failed": len(self.failed),
-                "verified": len(self.verified), "rebuilt": len(self.rebuilt)}
+                "verified": len(self.verified), "rebuilt": len(self.rebuilt),
+                "target_newer": reasons.get(TARGET_NEWER, 0),
+                "changed_during_migration": len(self.changed),
+                "caught_up": len(self.caught_up)}
 
     def skipped_by_reason(self) -> dict[str, int]:
         return dict(Counter(reason for _, reason in self.skipped))
@@ -66,24 +97,74 @@ class MigrationReport:
     def summary_rows(self) -> list[tuple[str, int]]:
         return [("migrated" if not self.dry_run else "would migrate", len(self.migrated)),
                 ("skipped", len(self.skipped)), ("failed", len(self.failed)),
-                ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt))]
+                ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt)),
+                ("changed during migration", len(self.changed))]
 
 
 def _record_view(record: ThreadRecord) -> MemoryView:
     return MemoryView(record.thread_id, record.summary, list(record.window), record.folds)
 
 
-def _differences(target: SummaryMemory | None, record: ThreadRecord) -> list[str]:
+def _differences(target: SummaryMemory | None, record: ThreadRecord,
+                 have: list[BaseMessage] | None = None) -> list[str]:
     if target is None:  # a dry run against a store that does not exist yet
         return ["not on the target"]
-    have = {message_signature(m) + (m.id,) for m in target.transcript(record.thread_id)}
-    missing = [m for m in record.transcript if message_signature(m) + (m.id,) not in have]
-    if missing and not have:  # not on the target at all: no need to read its (empty) state
+    if have is None:
+        have = target.transcript(record.thread_id)
+    held = {message_signature(m) + (m.id,) for m in have}
+    missing = [m for m in record.transcript if message_signature(m) + (m.id,) not in held]
+    if missing and not held:  # not on the target at all: no need to read its (empty) state
         return [f"transcript misses {len(missing)} message(s)"]
     diffs = compare_views(_record_view(record), target.load(record.thread_id))
     if missing:
         diffs.append(f"transcript misses {len(missing)} message(s)")
     return diffs
+
+
+def _target_newer(have: list[BaseMessage], record: ThreadRecord,
+                  target: SummaryMemory) -> bool:
+    """The target moved on since it was migrated: its newest message is not in the source,
+    or it holds the source's very transcript with more folds than the source."""
+    if not have:
+        return False
+    source_ids = [m.id for m in record.transcript]
+    if have[-1].id not in set(source_ids):
+        return True
+    return [m.id for m in have] == source_ids and \
+        target.load(record.thread_id).folds > record.folds
+
+
+def _source_last_id(src: ThreadSource, thread_id: str) -> str | None:
+    """The id of the source thread's newest message: a source's own ``last_id`` when it has
+    one (two small reads), else read from the thread."""
+    last_id = getattr(src, "last_id", None)  # an optional capability of a source
+    if last_id is not None:
+        return last_id(thread_id)
+    found = src.read(thread_id)
+    return found.record.transcript[-1].id if found and found.record.transcript else None
+
+
+class _Again:
+    """The ids of a run, for the delta pass: the given collection, the source's listing, or
+    the ids a one-shot iterator yielded."""
+
+    def __init__(self, threads: Iterable[str] | None, src: ThreadSource) -> None:
+        self.src, self.given = src, threads
+        self.seen: list[str] | None = None
+        if threads is not None and iter(threads) is threads:  # one-shot: remember its ids
+            self.seen = []
+
+    def first(self) -> Iterator[str]:
+        ids = self.given if self.given is not None else self.src.iter_thread_ids()
+        for thread_id in ids:
+            if self.seen is not None:
+                self.seen.append(thread_id)
+            yield thread_id
+
+    def again(self) -> Iterable[str]:
+        if self.seen is not None:
+            return self.seen
+        return self.given if self.given is not None else self.src.iter_thread_ids()
 
 
 def migrate(
@@ -115,12 +196,43 @@ def migrate(
     if policy_for is None:
         policy_for = (lambda _tid: target.active_policy) if target is not None else \
             (lambda _tid: None)
-    for thread_id in threads if threads is not None else src.iter_thread_ids():
+    ids = _Again(threads, src)
+    for thread_id in ids.first():
         outcome = _migrate_one(src.read, target, thread_id, report, verify=verify,
                                dry_run=dry_run, policy_for=policy_for)
         if on_thread is not None:
             on_thread(thread_id, outcome)
+    if target is not None and not dry_run:
+        _delta(src, target, ids, report, verify=verify, policy_for=policy_for)
     return report
+
+
+def _behind(src: ThreadSource, target: SummaryMemory, thread_id: str) -> bool:
+    """The source holds a newer message than the target."""
+    try:
+        source_last = _source_last_id(src, thread_id)
+        return source_last is not None and source_last != last_transcript_id(target, thread_id)
+    except Exception:  # a thread that cannot be read now is judged by its earlier outcome
+        return False
+
+
+def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: MigrationReport,
+           *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None]) -> None:
+    """Threads written in the source during the run: copied again once, then any that moved
+    on once more are reported ``changed during migration`` (not verified)."""
+    settled = {t for t, r in report.skipped if r in (TARGET_NEWER, NOT_FOUND)}
+    settled.update(t for t, _ in report.failed)
+    behind = [t for t in ids.again() if t not in settled and _behind(src, target, t)]
+    for thread_id in behind:
+        report.forget(thread_id)
+        _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
+                     policy_for=policy_for)
+        report.caught_up.append(thread_id)
+    for thread_id in behind:
+        if _behind(src, target, thread_id):
+            report.changed.append(thread_id)
+            if thread_id in report.verified:
+                report.verified.remove(thread_id)
 
 
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
@@ -138,18 +250,29 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
         policy = policy_for(thread_id)
         if found.rebuild and target is not None:
             record = rebuild_record(target, record.thread_id, record.transcript, policy)
-        if target is not None and not _differences(target, record):
-            report.skipped.append((thread_id, ALREADY))
-            if verify:
-                report.verified.append(thread_id)
-            return "skipped"
-        if dry_run:
-            report.migrated.append(thread_id)
-            if found.rebuild:
-                report.rebuilt.append(thread_id)
-            return "would migrate"
-        assert target is not None
-        _write(target, record, policy, report.source, started)
+        for _ in range(ATTEMPTS):
+            have = target.transcript(thread_id) if target is not None else []
+            if target is not None and _target_newer(have, record, target):
+                report.skipped.append((thread_id, TARGET_NEWER))
+                return "skipped"
+            if target is not None and not _differences(target, record, have):
+                report.skipped.append((thread_id, ALREADY))
+                if verify:
+                    report.verified.append(thread_id)
+                return "skipped"
+            if dry_run:
+                report.migrated.append(thread_id)
+                if found.rebuild:
+                    report.rebuilt.append(thread_id)
+                return "would migrate"
+            assert target is not None
+            last = have[-1].id if have and have[-1].id else ""
+            if _write(target, record, policy, report.source, started, last):
+                break
+        else:  # the target kept receiving turns while it was being written
+            report.failed.append((thread_id, "the target kept changing during the migration; "
+                                             "re-run when it is quiet"))
+            return "failed"
         if verify:
             diffs = _differences(target, record)
             if diffs:
@@ -166,13 +289,14 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
 
 
 def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | None,
-           source: str, started: float) -> None:
+           source: str, started: float, expect_last_id: str) -> bool:
     """Transcript, state and a ``migrated`` fold record in one transaction (a shadow or
-    staged target writes them through its own restore)."""
+    staged target writes them through its own restore), only if the target's newest
+    transcript message is still ``expect_last_id``."""
     fold = rebuild_fold_record(record.thread_id, record.transcript, record,
                                policy or target.active_policy, trigger=f"migrated from {source}",
                                summarizer="migration", backend=target.backend_name,
                                started=started)
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
-    target.restore_thread(record, fold_record=fold)
+    return target.restore_thread(record, fold_record=fold, expect_last_id=expect_last_id)

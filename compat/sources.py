@@ -31,6 +31,8 @@ __all__ = [
     "SummaryMemorySource",
     "ThreadSource",
     "as_source",
+    "last_transcript_id",
+    "stable_id",
     "stable_ids",
 ]
 
@@ -53,16 +55,31 @@ class ThreadSource(Protocol):
     def read(self, thread_id: str) -> SourceThread | None: ...
 
 
+def stable_id(thread_id: str, index: int, message: BaseMessage) -> str:
+    """The message's id, or a deterministic one from its place in the thread's history."""
+    if message.id is not None:
+        return message.id
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{thread_id}\x00{index}\x00{message.type}"
+                                         f"\x00{message.content}"))
+
+
 def stable_ids(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:
     """Give id-less messages a deterministic id, so re-running a migration duplicates nothing."""
     out = []
     for index, message in enumerate(messages):
         if message.id is None:
             message = message.model_copy()
-            message.id = str(uuid.uuid5(_ID_NAMESPACE, f"{thread_id}\x00{index}\x00{message.type}"
-                                                       f"\x00{message.content}"))
+            message.id = stable_id(thread_id, index, message)
         out.append(message)
     return out
+
+
+def last_transcript_id(memory: SummaryMemory, thread_id: str) -> str | None:
+    """The id of the thread's newest transcript message where it lives (one small read)."""
+    store = memory.backend_impl.locate(thread_id, move=False).store
+    with store.guard("read the transcript's newest id"), store.snapshot(thread_id) as tx:
+        ids = store.last_ids(tx, 1)
+    return ids[0] if ids else None
 
 
 class MemorySource:
@@ -74,6 +91,10 @@ class MemorySource:
 
     def iter_thread_ids(self) -> Iterator[str]:
         return self.memory.iter_thread_ids()
+
+    def last_id(self, thread_id: str) -> str | None:
+        """The newest message's id (what a delta pass compares), without reading the thread."""
+        return last_transcript_id(self.memory, thread_id)
 
     def read(self, thread_id: str) -> SourceThread | None:
         view = self.memory.load(thread_id)
@@ -110,6 +131,24 @@ class ClassicHistorySource:
             if len(ids) < batch:
                 return
             last = ids[-1]
+
+    def last_id(self, thread_id: str) -> str | None:
+        """The newest message's (stable) id from two small queries, not the whole history."""
+        import json
+
+        from langchain_core.messages import messages_from_dict
+        from sqlalchemy import column, func, select, table
+
+        rows = table(self.table, column("id"), column("session_id"), column("message"))
+        mine = rows.c.session_id == thread_id
+        with self.engine.connect() as conn:
+            count = conn.execute(select(func.count()).select_from(rows).where(mine)).scalar()
+            if not count:
+                return None
+            raw = conn.execute(select(rows.c.message).where(mine)
+                               .order_by(rows.c.id.desc()).limit(1)).scalar()
+        return stable_id(thread_id, int(count) - 1,
+                         messages_from_dict([json.loads(str(raw))])[0])
 
     def read(self, thread_id: str) -> SourceThread | None:
         from langchain_community.chat_message_histories import SQLChatMessageHistory

@@ -184,7 +184,7 @@ def test_cutover_handles_need_the_middleware_backend() -> None:
         classic.middleware  # noqa: B018
     middleware = SummaryMemory(backend="middleware", policy=MemoryPolicy(max_tokens=120))
     assert middleware.checkpointer is middleware.checkpointer
-    assert middleware.middleware is middleware.backend_impl.middleware
+    assert middleware.middleware is middleware.backend_impl.middleware_engine().middleware
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])

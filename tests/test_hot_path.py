@@ -109,13 +109,15 @@ def _statements(url: str, backend: str, action: Any) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_a_classic_load_is_one_statement(kind: str, fresh_store: Any) -> None:
+def test_a_classic_load_is_the_placement_and_the_state(kind: str, fresh_store: Any) -> None:
+    """Two statements (where the thread lives, then its state); on PostgreSQL they travel
+    as one message (``test_postgres_loads_send_no_begin_or_commit``)."""
     url = fresh_store(kind)
     memory = SummaryMemory(backend="classic", store=url)
     for i in range(3):
         memory.save("t", *filler_turn("t", i, 8))
     selects = [s for s in _statements(url, "classic", lambda: memory.load("t")) if s != "BEGIN"]
-    assert selects == ["SELECT"], selects
+    assert selects == ["SELECT", "SELECT"], selects
     view = memory.load("t")
     assert [m.content for m in view.messages][-1].startswith("answer 2")
     memory.close()
@@ -313,7 +315,7 @@ def test_classic_save_and_load_leave_no_garbage_for_the_cycle_collector(
             raise RuntimeError("rolled back")
             yield
         with pytest.raises(RuntimeError):
-            memory._backend.save("t", [HumanMessage("q"), AIMessage("a")], guard=refuse)
+            memory.backend_impl.save("t", [HumanMessage("q"), AIMessage("a")], guard=refuse)
         gc.collect()
         garbage = list(gc.garbage)
     finally:
@@ -370,7 +372,7 @@ def test_classic_folds_the_same_with_and_without_kept_window_counts() -> None:
     def run(keep_counts: bool) -> list[Any]:
         memory = SummaryMemory(backend="classic", store="memory",
                                policy=MemoryPolicy(max_tokens=200, keep_tokens=90))
-        backend = memory._backend.backend
+        backend = memory.backend_impl.leaves()[0].backend
         counts, policy = backend._counts, memory.active_policy
         assert counts is not None
 
@@ -395,11 +397,11 @@ def test_window_counts_only_where_messages_are_kept_and_counts_add_up(tmp_path: 
 
     def not_declared(messages: Any) -> int:
         return len(messages) * 7
-    assert SummaryMemory(backend="classic", store="memory")._backend.backend._counts
+    assert SummaryMemory(backend="classic", store="memory").backend_impl.leaves()[0].backend._counts
     for memory in (SummaryMemory(backend="classic", store=f"sqlite:///{tmp_path}/c.db"),
                    SummaryMemory(backend="classic", store="memory",
                                  policy=MemoryPolicy(max_tokens=500, token_counter=not_declared))):
-        assert memory._backend.backend._counts is None
+        assert memory.backend_impl.leaves()[0].backend._counts is None
         memory.close()
 
 

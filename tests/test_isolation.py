@@ -81,6 +81,6 @@ def test_raise_mode_raises_after_storing_the_turn(backend: str) -> None:
     stored = " ".join(str(m.content) for m in memory.load("t").messages)
     assert f"FACT-t-{i} " in stored
     if backend == "middleware":  # the checkpoint is not left mid-step
-        graph = memory.backend_impl.backend.graph.copy({"checkpointer": memory.checkpointer})
+        graph = memory.backend_impl.middleware_engine().backend.graph.copy({"checkpointer": memory.checkpointer})
         state = graph.get_state({"configurable": {"thread_id": "t"}})
         assert state.next == ()

@@ -49,10 +49,7 @@ def test_classic_sqlite_to_middleware_and_back(fresh_store, target_kind: str) ->
         assert again.migrated == [] and len(again.skipped) == 8 and again.ok
         _assert_equal(source, target)
 
-        _talk(source, range(15, 20))  # both continue identically
-        _talk(target, range(15, 20))
-        for t in THREADS:
-            assert not compare_views(source.load(t), target.load(t))
+        _talk(target, range(15, 20))  # the app runs on the target now
 
         back = migrate(target, source)  # rollback is the same call reversed
         assert back.ok and sorted(back.verified) == sorted(THREADS)
@@ -61,6 +58,13 @@ def test_classic_sqlite_to_middleware_and_back(fresh_store, target_kind: str) ->
             have = {m.id for m in source.transcript(t)}
             assert all(m.id in have for m in target.transcript(t))  # nothing saved on the target is lost
         assert migrate(target, source).migrated == []
+
+        _talk(source, range(20, 22))  # both sides go on on their own (a split brain):
+        _talk(target, range(20, 22))  # neither overwrites the other
+        kept = {t: source.load(t) for t in THREADS}
+        split = migrate(target, source)
+        assert split.migrated == [] and split.counts()["target_newer"] == len(THREADS)
+        assert all(not compare_views(kept[t], source.load(t)) for t in THREADS)
 
 
 def test_dry_run_writes_nothing(fresh_store) -> None:
@@ -76,7 +80,7 @@ def test_crash_half_way_then_rerun_completes(fresh_store, monkeypatch: pytest.Mo
     with SummaryMemory(backend="classic", store=fresh_store("sqlite"), policy=POLICY) as source, \
             SummaryMemory(backend="middleware", store=fresh_store("sqlite"), policy=POLICY) as target:
         _talk(source, range(10))
-        backend = type(target.backend_impl.backend)
+        backend = type(target.backend_impl.middleware_engine().backend)
         real = backend.write
         calls = {"n": 0}
 

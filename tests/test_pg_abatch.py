@@ -31,10 +31,11 @@ def test_an_async_classic_save_is_two_round_trips_and_a_load_one(fresh_store: An
             await memory.asave("t", "q0", "a0")
             with trips() as sent:
                 await memory.asave("t", *filler_turn("t", 1, 8))
-            assert sent == [["BEGIN", "SELECT", "INSERT", "SELECT"], ["INSERT", "COMMIT"]], sent
+            assert sent == [["BEGIN", "SELECT", "SELECT", "INSERT", "SELECT"],
+                            ["INSERT", "COMMIT"]], sent
             with trips() as sent:
                 view = await memory.aload("t")
-            assert sent == [["SELECT"]], sent
+            assert sent == [["SELECT", "SELECT"]], sent  # placement and state together
             assert [m.content for m in view.messages][-1].startswith("answer 1")
     asyncio.run(run())
 
@@ -51,12 +52,13 @@ def test_an_async_middleware_save_takes_the_round_trips_of_a_sync_one(fresh_stor
             await memory.asave("t", "q0", "a0")
             with trips() as sent:
                 await memory.asave("t", "q1", "a1")
-            assert sent[0] == ["BEGIN", "SELECT", "INSERT"], sent  # then the saver's read
+            assert sent[0] == ["BEGIN", "SELECT", "SELECT", "INSERT"], sent  # then the saver's
             assert sent[-1] == ["COMMIT"] or sent[-1][-1] == "COMMIT", sent
             assert sent == sync_sent, (sent, sync_sent)
             with trips() as sent:
                 view = await memory.aload("t")
-            assert sent == [["SELECT"]], sent
+            # the placement, then the saver's own read (it takes the connection itself)
+            assert sent == [["SELECT"], ["SELECT"]], sent
             assert [m.content for m in view.messages] == ["q0", "a0", "q1", "a1"]
     asyncio.run(run())
 

@@ -85,11 +85,12 @@ def test_a_classic_save_is_two_round_trips_and_a_load_one(fresh_store: Any) -> N
     memory.save("t", "q0", "a0")
     with trips() as sent:
         memory.save("t", *filler_turn("t", 1, 8))
-    # the lock is taken before anything is read; the turn and the read travel together
-    assert sent == [["BEGIN", "SELECT", "INSERT", "SELECT"], ["INSERT", "COMMIT"]], sent
+    # the lock is taken before anything is read; the placement read, the turn and the state
+    # read travel together
+    assert sent == [["BEGIN", "SELECT", "SELECT", "INSERT", "SELECT"], ["INSERT", "COMMIT"]], sent
     with trips() as sent:
         view = memory.load("t")
-    assert sent == [["SELECT"]], sent
+    assert sent == [["SELECT", "SELECT"]], sent  # the placement and the state: one round trip
     assert [m.content for m in view.messages][-1].startswith("answer 1")
     memory.close()
 
@@ -99,7 +100,7 @@ def test_a_middleware_save_sends_the_turn_with_begin_and_the_lock(fresh_store: A
     memory.save("t", "q0", "a0")
     with trips() as sent:
         memory.save("t", "q1", "a1")
-    assert sent[0] == ["BEGIN", "SELECT", "INSERT"], sent
+    assert sent[0] == ["BEGIN", "SELECT", "SELECT", "INSERT"], sent  # lock, placement, turn
     assert sent[-1] == ["COMMIT"] or sent[-1][-1] == "COMMIT", sent
     assert len(sent) <= 7, sent  # then the saver's own read and writes
     assert [m.content for m in memory.load("t").messages] == ["q0", "a0", "q1", "a1"]

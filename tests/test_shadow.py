@@ -111,7 +111,7 @@ def test_shadow_from_the_environment_and_cutover_handles(monkeypatch: pytest.Mon
     monkeypatch.setenv("MEMSHIFT_BACKEND", "shadow")
     memory = SummaryMemory(policy=POLICY)
     assert memory.backend_name == "shadow"
-    assert memory.middleware is memory.backend_impl.candidate_backend.middleware
+    assert memory.middleware is memory.backend_impl.middleware_engine().middleware
     with pytest.raises(ConfigError, match="two different backends"):
         SummaryMemory(backend="shadow", primary="classic", candidate="classic")
 

@@ -112,8 +112,12 @@ def test_pins_override_the_rollout_until_unpinned() -> None:
     assert staged(store, 0.0).load("vip").backend == "middleware"  # any configuration
     memory.unpin("vip")
     assert staged(store, 0.0).load("vip").backend == "classic"
-    with pytest.raises(Exception, match="staged"):
-        SummaryMemory(policy=POLICY).pin("vip", "middleware")
+    fixed = SummaryMemory(backend="classic", policy=POLICY)  # a pin overrides a fixed flag too
+    fixed.save("vip", "q", "a")
+    fixed.pin("vip", "middleware")
+    assert fixed.load("vip").backend == "middleware" and fixed.placement("vip").pinned
+    with pytest.raises(Exception, match="classic.*middleware"):
+        fixed.pin("vip", "graph")
 
 
 def _env() -> dict[str, str]:

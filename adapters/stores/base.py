@@ -220,6 +220,16 @@ class Store(ABC):
     def set_placement(self, tx: Tx, placement: Placement) -> None:
         """Record (or change) the thread's placement."""
 
+    def defer_placement(self, tx: Tx) -> Any:
+        """Ask for the thread's placement now, read the answer with ``deferred_placement``
+        later in ``tx``: a store that batches sends the question with the transaction's own
+        next read (one round trip). By default it is read at once."""
+        return self.placement(tx)
+
+    def deferred_placement(self, tx: Tx, token: Any) -> Placement | None:
+        """The answer to ``defer_placement``."""
+        return token
+
     @abstractmethod
     def placement_counts(self) -> list[tuple[str, bool, int, int]]:
         """(backend, pinned, threads, threads moved at least once) over the store."""

@@ -58,6 +58,9 @@ class Batch:
         else:
             self._cursor, self._wait = psycopg.ClientCursor(raw), _ready
         self._pending: list[str] = []
+        self._reads: dict[int, int] = {}  # index in _pending -> slot of a deferred read
+        self._results: dict[int, list[tuple]] = {}  # slot -> rows, once sent
+        self._slots = 0
         self._opened = False  # a BEGIN has reached the server
         if begin:
             self._pending.append("BEGIN")
@@ -73,6 +76,21 @@ class Batch:
     def add(self, sql: str, params: Params = None) -> None:
         """Queue a statement whose result nobody reads."""
         self._pending.append(sql if params is None else self._cursor.mogrify(sql, params))
+
+    def add_read(self, sql: str, params: Params = None) -> int:
+        """Queue a statement whose rows are wanted, but not now: they travel with the next
+        flush (a read of the transaction's own, or its ``COMMIT``). Gives a slot for
+        :meth:`result`."""
+        slot, self._slots = self._slots, self._slots + 1
+        self._reads[len(self._pending)] = slot
+        self.add(sql, params)
+        return slot
+
+    def result(self, slot: int) -> list[tuple]:
+        """The rows of a deferred read (sending the queue first if it has not gone yet)."""
+        if slot not in self._results:
+            self.flush()
+        return self._results.pop(slot)
 
     def add_many(self, sql: str, rows: Sequence[Params]) -> None:
         """Queue one statement per row, or one multi-row ``INSERT … VALUES (…), (…)``
@@ -92,19 +110,26 @@ class Batch:
         if not self._pending:
             return None
         statements, self._pending = self._pending, []
+        reads, self._reads = self._reads, {}
         self._opened = self._opened or bool(self._opening)
         self._wait(self._cursor.execute("; ".join(statements)))
-        if sql is None:
+        if sql is None and not reads:
             return None
-        while self._cursor.nextset():
-            pass
-        return self._wait(self._cursor.fetchall())
+        last = len(statements) - 1  # one result per statement, in order
+        for index in range(len(statements)):
+            if index in reads:
+                self._results[reads[index]] = self._wait(self._cursor.fetchall())
+            if index == last:
+                return self._wait(self._cursor.fetchall()) if sql is not None else None
+            self._cursor.nextset()
+        return None
 
     def commit(self) -> None:
         """``COMMIT`` with the last writes; nothing at all when nothing was read or written
         (the queue still holds only ``BEGIN`` and the lock)."""
         if not self._opening or (not self._opened and len(self._pending) == self._opening):
             self._pending.clear()
+            self._reads.clear()
             return
         self.add("COMMIT")
         self.flush()
@@ -114,3 +139,4 @@ class Batch:
         server and goes with the batch (an async cursor's ``close`` would need the greenlet,
         and a rollback runs outside it)."""
         self._pending.clear()
+        self._reads.clear()

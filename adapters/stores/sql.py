@@ -267,8 +267,19 @@ class SqlStore(AsyncDriver):
                                       "record": json.dumps(record, ensure_ascii=False)})
 
     def placement(self, tx: Tx) -> Placement | None:
-        rows = self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id})
-        return Placement(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3])) if rows else None
+        return _placement(self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id}))
+
+    def defer_placement(self, tx: Tx) -> Any:
+        batch = tx.batch if isinstance(tx, SqlTx) else None
+        if batch is None:
+            return self.placement(tx)
+        return _Slot(batch.add_read(self._sql(READ_PLACEMENT), {"tid": tx.thread_id}))
+
+    def deferred_placement(self, tx: Tx, token: Any) -> Placement | None:
+        if not isinstance(token, _Slot):
+            return token
+        assert isinstance(tx, SqlTx) and tx.batch is not None
+        return _placement(tx.batch.result(token.slot))
 
     def set_placement(self, tx: Tx, placement: Placement) -> None:
         self.send(tx, self._upsert_placement, {
@@ -326,6 +337,19 @@ class SqlStore(AsyncDriver):
         super().close()
         self.engine.dispose()
         self._aengines.clear()  # their pools are dropped with their loops
+
+
+class _Slot:
+    """A placement read queued in a batch (``defer_placement``)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+
+
+def _placement(rows: Sequence[Any]) -> Placement | None:
+    return Placement(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3])) if rows else None
 
 
 def _close_quietly(conn: Connection) -> None:

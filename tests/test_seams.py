@@ -1,0 +1,293 @@
+"""Journeys across the seams of a cutover: every path finds a thread where it lives.
+
+Each test walks the steps a team takes (flip the flag, hand the threads to ``create_agent``,
+migrate, re-run, roll back) and checks every thread after every step against an unmoved
+twin: never an empty or stale memory, never a silent loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+
+from adapters import DeterministicSummarizer, MemoryPolicy, compare_views, open_store
+from compat import SummaryMemory, migrate
+from compat.testing import EchoChatModel, filler_turn
+
+POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
+STORES = ["memory", "sqlite", "postgres"]
+
+
+def _memory(backend: str, store: Any, **kwargs: Any) -> SummaryMemory:
+    return SummaryMemory(backend=backend, store=store, policy=POLICY,
+                         summarizer=DeterministicSummarizer(max_chars=1_000_000), **kwargs)
+
+
+class Twins:
+    """One unmoved twin per thread on each backend, fed the same turns."""
+
+    def __init__(self, threads: list[str]) -> None:
+        self.twins = {b: _memory(b, "memory") for b in ("classic", "middleware")}
+        self.turns = {t: 0 for t in threads}
+
+    def talk(self, memory: SummaryMemory, thread: str, n: int = 1) -> None:
+        for _ in range(n):
+            args = filler_turn(thread, self.turns[thread], 8)
+            memory.save(thread, *args)
+            for twin in self.twins.values():
+                twin.save(thread, *args)
+            self.turns[thread] += 1
+
+    def check(self, memory: SummaryMemory) -> None:
+        for thread, turns in self.turns.items():
+            view = memory.load(thread)
+            for twin in self.twins.values():
+                diffs = compare_views(view, twin.load(thread))
+                assert not diffs, f"{thread} on {view.backend}: {diffs}"
+            assert len(memory.transcript(thread)) == 2 * turns, thread
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_flipping_the_flag_both_ways_keeps_every_thread(kind: str, fresh_store: Any) -> None:
+    url = fresh_store(kind)
+    store = open_store(url)  # one object, so the in-memory store is shared too
+    threads = [f"user-{i}" for i in range(4)]
+    twins = Twins(threads)
+    for flag in ("classic", "middleware", "classic", "middleware"):
+        memory = _memory(flag, store)
+        twins.check(memory)  # every thread whole right after the flip, before any save
+        for thread in threads:
+            twins.talk(memory, thread, 3)
+        twins.check(memory)
+        assert {memory.placement(t).backend for t in threads} == {flag}
+    # four flips: each thread moved three times, one version per move
+    assert all(memory.placement(t).version == 4 for t in threads)
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_move_on_touch_false_is_a_precise_error_never_an_empty_view(kind: str,
+                                                                     fresh_store: Any) -> None:
+    from compat import ThreadElsewhere
+
+    store = open_store(fresh_store(kind))
+    classic = _memory("classic", store)
+    for i in range(3):
+        classic.save("alice", *filler_turn("alice", i, 8))
+    strict = _memory("middleware", store, move_on_touch=False)
+    with pytest.raises(ThreadElsewhere, match="'alice' lives on the classic backend") as err:
+        strict.load("alice")
+    assert err.value.lives_on == "classic" and err.value.wanted == "middleware"
+    assert "memshift rollout move --to middleware" in str(err.value)
+    with pytest.raises(ThreadElsewhere):
+        strict.save("alice", "q", "a")
+    with pytest.raises(ThreadElsewhere):
+        strict.checkpointer.get_tuple({"configurable": {"thread_id": "alice"}})
+    assert len(classic.transcript("alice")) == 6  # the refused save stored nothing
+    assert classic.placement("alice").backend == "classic"
+    strict.save("bob", "q", "a")  # a new thread is this memory's own
+    assert strict.placement("bob").backend == "middleware"
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_create_agent_after_a_flip_continues_every_thread(kind: str, mode: str,
+                                                          fresh_store: Any) -> None:
+    store = open_store(fresh_store(kind))
+    threads = ["a", "b"]
+    twins = Twins(threads)
+    classic = _memory("classic", store)
+    for thread in threads:
+        twins.talk(classic, thread, 6)
+    before = {t: classic.load(t) for t in threads}
+    memory = _memory("middleware", store)
+    agent = create_agent(EchoChatModel(), middleware=[memory.middleware],
+                         checkpointer=memory.checkpointer)
+
+    async def arun(thread: str) -> Any:
+        config = {"configurable": {"thread_id": thread}}
+        state = await agent.aget_state(config)
+        await agent.ainvoke({"messages": [HumanMessage("next?")]}, config)
+        return state
+
+    for thread in threads:
+        config = {"configurable": {"thread_id": thread}}
+        if mode == "sync":
+            state = agent.get_state(config)  # the first read moves the thread
+            agent.invoke({"messages": [HumanMessage("next?")]}, config)
+        else:
+            state = asyncio.run(arun(thread))
+        messages = state.values["messages"]
+        assert messages[0].additional_kwargs.get("lc_source") == "summarization"
+        assert [m.content for m in messages[1:]] == [m.content for m in before[thread].messages]
+        view = memory.load(thread)
+        assert view.summary == before[thread].summary, "the agent lost the summary"
+        assert [m.content for m in view.messages][-2] == "next?"
+        assert memory.placement(thread).backend == "middleware"
+        assert len(memory.transcript(thread)) == 2 * 6 + 2
+    if mode == "async":
+        asyncio.run(memory.arelease())
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_staged_at_full_rollout_hands_classic_threads_to_the_agent(kind: str,
+                                                                   fresh_store: Any) -> None:
+    store = open_store(fresh_store(kind))
+    classic = _memory("classic", store)
+    for i in range(5):
+        classic.save("t", *filler_turn("t", i, 8))
+    before = classic.load("t")
+    staged = _memory("staged", store, rollout=1.0)
+    agent = create_agent(EchoChatModel(), middleware=[staged.middleware],
+                         checkpointer=staged.checkpointer)
+    state = agent.get_state({"configurable": {"thread_id": "t"}})
+    assert [m.content for m in state.values["messages"][1:]] == \
+        [m.content for m in before.messages]
+    store.close()
+
+
+@pytest.mark.parametrize("rollout", [0.0, 0.5, 1.0])
+def test_staged_prune_and_clear_work_where_the_thread_lives(rollout: float) -> None:
+    memory = _memory("staged", "memory", rollout=rollout)
+    for t in ("t1", "t2", "t3"):
+        memory.save(t, *filler_turn(t, 0, 8))
+        memory.for_thread(t).chat_memory.add_messages(
+            [HumanMessage(f"q FACT-{t}-x " + "w " * 120), AIMessage("a " * 120)])
+        memory.for_thread(t).prune()  # stock prune(): folds now, where the thread lives
+        assert memory.load(t).folds == 1, t
+        memory.clear(t)
+        assert (memory.load(t).summary, memory.load(t).messages) == ("", [])
+
+
+def test_a_staged_memory_on_two_stores_reads_where_each_thread_lives(tmp_path: Any) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    twins = Twins(["t"])
+    first = _memory("staged", old, rollout=0.0, target_store=new)
+    twins.talk(first, "t", 4)
+    first.close()
+    moved = _memory("staged", old, rollout=1.0, target_store=new)
+    twins.talk(moved, "t", 4)  # moved to the new store at first touch, then 4 more turns
+    assert moved.placement("t").backend == "middleware"
+    twins.check(moved)
+    assert [m.content for m in moved.transcript("t")] == \
+        [m.content for m in twins.twins["classic"].transcript("t")]
+    assert moved.thread_ids() == ["t"]
+    assert any(r.get("backend") for r in moved.summary_history("t"))
+    moved.close()
+    back = _memory("staged", old, rollout=0.0, target_store=new)  # rollback to the old store
+    twins.talk(back, "t", 2)
+    twins.check(back)
+    back.close()
+
+
+def test_shadow_close_without_drain_counts_every_dropped_candidate_write() -> None:
+    import threading
+
+    gate = threading.Event()
+    memory = SummaryMemory(backend="shadow", policy=POLICY)
+    candidate = memory.backend_impl.candidate_backend
+    real = candidate.save
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        gate.wait(10)
+        return real(*args, **kwargs)
+    candidate.save = slow  # type: ignore[method-assign]
+    for i in range(30):
+        memory.save(f"t{i % 3}", *filler_turn(f"t{i % 3}", i, 4))
+    memory.close(drain=False)
+    gate.set()
+    dropped = [m for m in memory.mismatches if m.kind == "candidate_dropped"]
+    counts = {m.thread_id: int(m.diff[0].split(": ")[1].split()[0]) for m in dropped}
+    assert set(counts) <= {"t0", "t1", "t2"} and sum(counts.values()) >= 29  # one may be running
+    assert memory.backend_impl.dropped == sum(counts.values())
+
+
+def test_shadow_close_drains_by_default() -> None:
+    memory = SummaryMemory(backend="shadow", policy=POLICY)
+    for i in range(20):
+        memory.save("t", *filler_turn("t", i, 4))
+    memory.close()
+    assert not [m for m in memory.mismatches if m.kind == "candidate_dropped"]
+    assert memory.backend_impl.candidate_backend.load("t").messages  # every write landed
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_migrate_re_run_after_cutover_never_overwrites_the_newer_target(kind: str,
+                                                                       fresh_store: Any) -> None:
+    source_url, target_url = fresh_store("sqlite"), fresh_store(kind)
+    source = _memory("classic", source_url)
+    for t in ("a", "b"):
+        for i in range(5):
+            source.save(t, *filler_turn(t, i, 8))
+    target = _memory("middleware", target_url)
+    first = migrate(source, target)
+    assert first.ok and sorted(first.migrated) == ["a", "b"]
+    for i in range(5, 9):  # the app now runs on the target
+        target.save("a", *filler_turn("a", i, 8))
+    after_cutover = target.load("a")
+    again = migrate(source, target)  # "a crashed migration is finished by running it again"
+    assert ("a", "target newer (it moved on since it was migrated: kept as it is)") in again.skipped
+    assert again.counts()["target_newer"] == 1 and again.ok
+    assert not compare_views(target.load("a"), after_cutover)
+    assert len(target.transcript("a")) == 18
+    source.close()
+    target.close()
+
+
+def test_migrate_while_the_source_is_written_catches_up_or_reports_the_change(
+        fresh_store: Any) -> None:
+    """The app writes the source during the run: every thread already copied that receives
+    a turn is caught up by the delta pass; a thread that receives one on every read is
+    reported ``changed during migration``, not verified, and the run is not ok."""
+    from compat.sources import MemorySource
+
+    source_url, target_url = fresh_store("sqlite"), fresh_store("sqlite")
+    source = _memory("classic", source_url)
+    threads = [f"t{i}" for i in range(20)]
+    for t in threads:
+        source.save(t, *filler_turn(t, 0, 8))
+    app = _memory("classic", source_url)  # the live app, another memory on the same store
+    turns = dict.fromkeys(threads, 1)
+
+    def talk(thread: str) -> None:
+        app.save(thread, *filler_turn(thread, turns[thread], 8))
+        turns[thread] += 1
+
+    class Busy(MemorySource):
+        """t7 receives a turn right after each time the migration reads it (a thread in
+        constant use)."""
+
+        def read(self, thread_id: str) -> Any:
+            found = super().read(thread_id)
+            if thread_id == "t7":
+                talk("t7")
+            return found
+
+    done: list[str] = []
+
+    def on_thread(thread_id: str, outcome: str) -> None:
+        done.append(thread_id)
+        talk(done[len(done) // 2])  # a thread copied earlier in the run gets a new turn
+
+    target = _memory("middleware", target_url)
+    report = migrate(Busy(source), target, on_thread=on_thread)
+    assert report.changed == ["t7"] and "t7" not in report.verified and not report.ok
+    assert report.caught_up and set(report.caught_up) > {"t7"}
+    assert report.counts()["changed_during_migration"] == 1
+    for t in threads:
+        have, want = [m.id for m in target.transcript(t)], [m.id for m in source.transcript(t)]
+        if t == "t7":
+            assert have == want[:len(have)] and len(have) < len(want)
+        else:
+            assert have == want, f"{t}: verified but misses turns written during the run"
+            assert t in report.verified
+    final = migrate(source, target)  # the app is quiet now: a re-run finishes the job
+    assert final.ok and final.migrated == ["t7"]
+    for closing in (source, app, target):
+        closing.close()
