@@ -33,7 +33,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
-from adapters.errors import ConfigError, ContentError, StoreError, SummarizerError
+from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.folds import FoldRecord
 from adapters.io import IO, Steps
 from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
@@ -202,12 +202,7 @@ class MemoryEngine(Engine):
                 yield from check()
             return stored
 
-        cap = self.policy.max_message_tokens
-        if cap is not None:
-            for message in turn:
-                if (size := self.policy.count([message])) > cap:
-                    raise ContentError(f"a {message.type} message of {size} tokens exceeds "
-                                       f"max_message_tokens={cap}; nothing was stored")
+        self.policy.check_sizes(turn)
         stored = yield from in_transaction(self.store, thread_id, body)
         if stored is None:
             return turn

@@ -289,6 +289,18 @@ class MemoryPolicy:
     def count(self, messages: Sequence[BaseMessage]) -> int:
         return self._counter(list(messages))
 
+    def check_sizes(self, messages: Sequence[BaseMessage]) -> None:
+        """Refuse a turn holding a message over ``max_message_tokens`` (nothing is written)."""
+        cap = self.max_message_tokens
+        if cap is None:
+            return
+        for message in messages:
+            if (size := self.count([message])) > cap:
+                from adapters.errors import ContentError
+
+                raise ContentError(f"a {message.type} message of {size} tokens exceeds "
+                                   f"max_message_tokens={cap}; nothing was stored")
+
     @property
     def additive(self) -> bool:
         """Counts add up per message (the counter was declared so): they may be kept."""

@@ -1,89 +1,204 @@
-"""Adopting legacy conversations at first touch: no migration step, never an empty memory
-in silence.
+"""Legacy histories: where a thread lived before memshift, kept whole.
 
-Two legacy shapes: a ``BaseChatMessageHistory`` handed over as ``chat_memory=`` (SQL, Redis,
-file, in-memory…), and a stock ``SQLChatMessageHistory`` table (``message_store`` or
-``legacy_table=``) in the database the store URL names. The first time a thread is touched
-and memshift holds nothing for it, its legacy messages are imported through the same path as
-``memshift migrate``: stable message ids, the summary rebuilt with the memory's policy (stock
-never persisted it), one transaction that only writes if the thread is still empty, and a fold
-record with trigger ``adopted``. With ``legacy_write=True`` every new turn is also appended to
-the legacy history, so flipping back to the old code loses nothing.
+Two legacy shapes, each a *location* of its threads:
+
+- a ``BaseChatMessageHistory`` handed over as ``chat_memory=`` (SQL, Redis, file,
+  in-memory…). With no ``store=``, memshift keeps its state where it survives a restart: a
+  ``SQLChatMessageHistory``'s own database (memshift's tables beside ``message_store``); an
+  in-memory history stays in memory; any other persistent history needs ``store=`` (a
+  ``ConfigError`` says so) — never a persistent history paired with an in-memory memory in
+  silence. A persistent history is written through by default: every new turn reaches it
+  *before* memshift's transaction, so the stock class, swapped back, sees every turn; a
+  crash between the two leaves the turn in the history only. Each first touch of the thread
+  imports what the history holds and memshift does not (that turn, or turns the stock class
+  added while it was swapped back), so nothing is lost either way and nothing is summarized
+  twice;
+- a stock ``SQLChatMessageHistory`` table in the store's database (``message_store`` or
+  ``legacy_table=``): each thread is adopted at its first touch.
+
+Adoption is the migration path for one thread: stable message ids, the summary rebuilt with
+the memory's policy (stock never persisted it), one transaction that only writes if the thread
+is still empty, and a fold record with trigger ``adopted``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-from adapters import ThreadRecord
-from adapters.errors import ConfigError
+from adapters import Store, ThreadRecord, open_store
+from adapters.errors import ConfigError, ContentError
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["LegacyAdopter", "legacy_adopter"]
+__all__ = ["LegacyAdopter", "history_store", "history_thread", "is_persistent", "legacy_adopter",
+           "shared_store"]
 
 DEFAULT_LEGACY_TABLE = "message_store"
+logger = logging.getLogger("memshift")
+
+
+def is_persistent(history: BaseChatMessageHistory) -> bool:
+    """Whether a history outlives the process (anything but the in-memory one)."""
+    return not isinstance(history, InMemoryChatMessageHistory)
+
+
+def history_thread(history: BaseChatMessageHistory) -> str | None:
+    """The thread a history is: its ``session_id`` (SQL, Redis, MongoDB…), or its file's
+    path for a ``FileChatMessageHistory``; ``None`` when it names none."""
+    session = getattr(history, "session_id", None)
+    if isinstance(session, str) and session:
+        return session
+    path = getattr(history, "file_path", None)
+    return f"file:{os.path.abspath(os.fspath(path))}" if path is not None else None
+
+
+def history_store(history: BaseChatMessageHistory) -> str | None:
+    """The store URL memshift uses for a ``chat_memory=`` history when none is named: the
+    history's own SQL database, or ``None`` (in memory) for a history that lives in memory.
+    Any other persistent history is refused: its thread would not survive a restart."""
+    if not is_persistent(history):
+        return None
+    engine = getattr(history, "engine", None)  # SQLChatMessageHistory, sync or async
+    if engine is None and getattr(history, "async_engine", None) is not None:
+        engine = history.async_engine.sync_engine  # type: ignore[attr-defined]
+    url = getattr(engine, "url", None)
+    if url is not None and hasattr(url, "get_backend_name"):
+        backend = url.get_backend_name()
+        if backend == "sqlite":
+            database = url.database or ""
+            if not database or database == ":memory:" or "mode=memory" in database:
+                return None  # an in-memory SQLite history lives as long as the process
+            return "sqlite:///" + database  # an absolute path gives sqlite:////path
+        if backend == "postgresql":
+            return url.set(drivername="postgresql").render_as_string(hide_password=False)
+    raise ConfigError(
+        f"chat_memory is a {type(history).__name__}, which outlives this process, but no "
+        "store was named: memshift's summary and window would live in memory only and be "
+        "lost at exit. Name where they live: SummaryMemory(..., store='sqlite:///memshift.db' "
+        "or 'postgresql://...'), or set MEMSHIFT_STORE (store='memory' keeps them in this "
+        "process on purpose)")
+
+
+_SHARED: dict[str, Store] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_store(url: str) -> Store:
+    """One store per database for memories built on their history's database: an app that
+    builds a memory per request opens the database once, not once per request."""
+    with _SHARED_LOCK:
+        store = _SHARED.get(url)
+        if store is None:
+            store = _SHARED[url] = open_store(url)
+        return store
 
 
 class LegacyAdopter:
-    checked_size = 100_000  # threads remembered as checked in this process
+    """A thread's legacy location: read it (stable ids), write turns through, clear it."""
+
+    checked_size = 100_000  # threads remembered as checked by this memory
 
     def __init__(self, read: Callable[[str], list[BaseMessage]],
-                 write: Callable[[str, list[BaseMessage]], None] | None, name: str) -> None:
-        self.read, self.write, self.name = read, write, name
+                 write: Callable[[str, list[BaseMessage]], None] | None,
+                 clear: Callable[[str], None] | None, name: str, reconcile: bool) -> None:
+        self.read, self.write, self.wipe, self.name = read, write, clear, name
+        self.reconcile = reconcile  # import what the history holds and memshift does not
         self._checked: OrderedDict[str, None] = OrderedDict()
 
     def ensure(self, memory: SummaryMemory, thread_id: str) -> None:
-        """Import the thread's legacy messages if memshift holds nothing for it yet."""
+        """At the thread's first touch: adopt it if memshift holds nothing, else import the
+        turns the legacy history holds and memshift does not."""
         if thread_id in self._checked:
             return
-        store = memory._store
-        with store.snapshot(thread_id) as tx:
-            empty = not store.last_ids(tx, 1)
-        if empty and (legacy := self.read(thread_id)):
-            _import(memory, thread_id, legacy, self.name)
+        from compat.sources import stable_ids
+
+        legacy = stable_ids(thread_id, self.read(thread_id))
+        if legacy:
+            store = memory.backend_impl.locate(thread_id, move=False).store
+            with store.guard("compare with the legacy history"), store.snapshot(thread_id) as tx:
+                held = store.known_ids(tx, [m.id for m in legacy if m.id])
+                empty = not held and not store.last_ids(tx, 1)
+            if empty:
+                _import(memory, thread_id, legacy, self.name)
+            elif self.reconcile:
+                _catch_up(memory, thread_id, [m for m in legacy if m.id not in held], self.name)
         self._checked[thread_id] = None
         if len(self._checked) > self.checked_size:
             self._checked.popitem(last=False)
 
-    def after_save(self, thread_id: str, turn: list[BaseMessage]) -> None:
+    def before_save(self, thread_id: str, turn: list[BaseMessage]) -> None:
+        """The turn (its ids already set) reaches the legacy history first."""
         if self.write is not None:
             self.write(thread_id, turn)
+
+    def clear(self, thread_id: str) -> None:
+        """``memory.clear()`` clears the written-through history too, as stock's does."""
+        if self.write is not None and self.wipe is not None:
+            self.wipe(thread_id)
 
 
 def _import(memory: SummaryMemory, thread_id: str, legacy: list[BaseMessage], name: str) -> None:
     from compat._rebuild import rebuild_fold_record, rebuild_record
-    from compat.sources import stable_ids
 
     start = time.perf_counter()
-    messages = stable_ids(thread_id, legacy)
-    record = rebuild_record(memory, thread_id, messages)  # summarizer runs here: no lock held
-    fold = rebuild_fold_record(thread_id, messages, record, memory.active_policy,
+    record = rebuild_record(memory, thread_id, legacy)  # summarizer runs here: no lock held
+    fold = rebuild_fold_record(thread_id, legacy, record, memory.active_policy,
                                trigger=f"adopted from {name}", summarizer="rebuild",
                                backend=memory.backend_name, started=start)
     # written only if the thread is still empty: a concurrent first touch adopts it once
-    memory._backend.restore(ThreadRecord(thread_id, record.summary, record.window, record.folds,
-                                         messages), expect_last_id="", fold_record=fold)
+    memory.restore_thread(ThreadRecord(thread_id, record.summary, record.window, record.folds,
+                                       legacy), fold_record=fold, expect_last_id="")
 
 
-def legacy_adopter(memory: SummaryMemory) -> LegacyAdopter | None:
-    """The adopter a memory's settings ask for, or ``None``. Refuses, with the command to run,
-    a store holding stock tables when ``adopt_legacy=False``."""
+def _catch_up(memory: SummaryMemory, thread_id: str, missing: list[BaseMessage],
+              name: str) -> None:
+    """Turns in the legacy history that memshift does not hold, saved in order with their
+    ids (a second catch-up of the same turns stores nothing)."""
+    from compat._turns import as_messages, split_turns
+
+    if not missing:
+        return
+    logger.info("importing %d message(s) found only in the legacy %s", len(missing), name)
+    for turn in split_turns(missing):
+        try:  # through the engine: the turn came from the history, it does not go back
+            memory.backend_impl.save(thread_id, as_messages(turn))
+        except ContentError as exc:  # one unstorable legacy turn never blocks the thread
+            logger.warning("a legacy turn was not imported: %s", exc)
+
+
+def legacy_adopter(memory: SummaryMemory, store: Store,
+                   own_thread: str) -> LegacyAdopter | None:
+    """The adopter a memory's settings ask for, or ``None`` (``own_thread``: the thread of an
+    unbound memory on the in-memory store). Refuses, with the command to run, a store holding
+    stock tables when ``adopt_legacy=False``."""
     history = memory.legacy_history
     if history is not None:
-        target = memory.thread_id or memory._private_thread
+        target = memory.thread_id or own_thread
 
         def read_history(thread_id: str) -> list[BaseMessage]:
             return list(history.messages) if thread_id == target else []
-        write = (lambda _tid, turn: history.add_messages(turn)) if memory.legacy_write else None
-        return LegacyAdopter(read_history, write, type(history).__name__)
-    engine = getattr(memory._store, "engine", None)
+        def write(thread_id: str, turn: list[BaseMessage]) -> None:
+            if thread_id == target:
+                history.add_messages(turn)
+
+        def wipe(thread_id: str) -> None:
+            if thread_id == target:
+                history.clear()
+        through = memory.legacy_write if memory.legacy_write is not None else \
+            is_persistent(history)
+        return LegacyAdopter(read_history, write if through else None, wipe,
+                             type(history).__name__, reconcile=through)
+    engine = getattr(store, "engine", None)
     if engine is None:
         if memory.legacy_table is not None:
             raise ConfigError("legacy_table= needs a SQL store (sqlite:/// or postgresql://)")
@@ -91,7 +206,7 @@ def legacy_adopter(memory: SummaryMemory) -> LegacyAdopter | None:
     from sqlalchemy import inspect
 
     table = memory.legacy_table or DEFAULT_LEGACY_TABLE
-    with memory._store.guard("look for legacy tables"):
+    with store.guard("look for legacy tables"):
         present = inspect(engine).has_table(table)
     if not present:
         if memory.legacy_table is not None:
@@ -103,7 +218,7 @@ def legacy_adopter(memory: SummaryMemory) -> LegacyAdopter | None:
             f"would not see (adopt_legacy=False). Migrate them first: memshift migrate --from "
             f"classic --from-store URL --table {table} --to {memory.backend_name} --to-store URL; "
             "or drop adopt_legacy=False to adopt each thread at first touch")
-    return _table_adopter(memory._store, engine, table, memory.legacy_write)
+    return _table_adopter(store, engine, table, bool(memory.legacy_write))
 
 
 def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> LegacyAdopter:
@@ -119,4 +234,16 @@ def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> Leg
     def write(thread_id: str, turn: list[BaseMessage]) -> None:
         with store.guard("append legacy history"):
             history(thread_id).add_messages(turn)
-    return LegacyAdopter(read, write if write_back else None, f"table {table}")
+
+    def wipe(thread_id: str) -> None:
+        with store.guard("clear legacy history"):
+            history(thread_id).clear()
+    return LegacyAdopter(read, write if write_back else None, wipe, f"table {table}",
+                         reconcile=write_back)
+
+
+def explicit_memory_store_warning(history: BaseChatMessageHistory) -> None:
+    """A persistent history with ``store='memory'`` named on purpose: said once, not silent."""
+    logger.warning("chat_memory is a %s (persistent) but store='memory': memshift's summary "
+                   "and window for it are lost when this process exits", type(history).__name__)
+

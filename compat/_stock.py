@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
 from adapters.summarizer import run_summarizer
-from compat._turns import as_messages, split_turns
+from compat._turns import split_turns
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
@@ -50,11 +50,11 @@ class WindowHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         for turn in split_turns(list(messages)):
-            self.memory._backend.save(self.thread_id, as_messages(turn), fold=False)
+            self.memory.save_messages(self.thread_id, turn, fold=False)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         for turn in split_turns(list(messages)):
-            await self.memory._backend.asave(self.thread_id, as_messages(turn), fold=False)
+            await self.memory.asave_messages(self.thread_id, turn, fold=False)
 
     def clear(self) -> None:
         self.memory.clear(self.thread_id)

@@ -23,9 +23,14 @@ from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
 from adapters.folds import FoldRecord
+from adapters.engine import new_id
 from adapters.summarizer import build_summarizer, summarizer_name
+from adapters.view import set_id
 from adapters.stores.own_saver import OwnSaver
-from compat._adopt import legacy_adopter
+from compat._adopt import (
+    explicit_memory_store_warning, history_store, history_thread, is_persistent, legacy_adopter,
+    shared_store,
+)
 from compat._engines import Engine, build_engine
 from compat._keys import resolve_input, resolve_output
 from compat._render import BufferRenderer
@@ -59,7 +64,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     own_checkpointer: Any = Field(default=None, alias="checkpointer", repr=False)
     # legacy conversations adopted at first touch (``chat_memory=``, a stock table in the store)
     legacy_history: Any = Field(default=None, alias="chat_memory", repr=False)
-    legacy_write: bool = False
+    legacy_write: bool | None = None  # default: on for a persistent chat_memory=, else off
     legacy_table: str | None = None
     adopt_legacy: bool = True
     thread_id: str | None = None
@@ -94,6 +99,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     _policy: MemoryPolicy = PrivateAttr()
     _private_thread: str = PrivateAttr(default_factory=lambda: f"private-{uuid.uuid4()}")
     _adopter: Any = PrivateAttr(default=None)
+    _borrowed: bool = PrivateAttr(default=False)  # a store shared by memories on one database
     _renderer: BufferRenderer | None = PrivateAttr(default=None)
     _checkpointer: Any = PrivateAttr(default=None)
 
@@ -119,18 +125,31 @@ class SummaryMemory(StockSurface, BaseMemory):
                                       human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
         if self.thread_id is not None:
             check_thread_id(self.thread_id)
-        self._store = open_store(self.store if self.store is not None else os.environ.get(STORE_ENV))
+        self._store = self._open_store()
         if self.own_checkpointer is not None:
             self._store.checkpoints = OwnSaver(self.own_checkpointer, self._store.checkpoints.keep)
         if self.legacy_history is not None and self.thread_id is None:
-            session = getattr(self.legacy_history, "session_id", None)
-            if isinstance(session, str) and session:  # keyed by the history's own session id
-                self.__dict__["thread_id"] = session
+            if (session := history_thread(self.legacy_history)) is not None:
+                self.__dict__["thread_id"] = session  # keyed by the history's own id
         self._backend = build_engine(self, name, summarizer, self._store)
-        self._adopter = legacy_adopter(self)
+        self._adopter = legacy_adopter(self, self._store, self._private_thread)
         # a classic window on the memory store keeps its objects: strings are rendered once
         if name == "classic" and self._store.shares_messages:  # per message
             self._renderer = BufferRenderer()
+
+    def _open_store(self) -> Store:
+        """``store=``, else ``$MEMSHIFT_STORE``, else where a ``chat_memory=`` history lives
+        (its SQL database: memshift's tables beside it), else in memory."""
+        url = self.store if self.store is not None else os.environ.get(STORE_ENV)
+        if url is None and self.legacy_history is not None:
+            derived = history_store(self.legacy_history)
+            if derived is not None:
+                self._borrowed = True
+                return shared_store(derived)
+        elif url in ("memory", "memory://") and self.legacy_history is not None and \
+                is_persistent(self.legacy_history):
+            explicit_memory_store_warning(self.legacy_history)
+        return open_store(url)
 
     @field_serializer("store", "target_store")
     def _dump_store(self, value: Any) -> str | None:
@@ -228,28 +247,35 @@ class SummaryMemory(StockSurface, BaseMemory):
     async def asave(self, thread_id: str | None, human: Any, ai: Any) -> None:
         await self._asave(thread_id, as_turn(human, ai))
 
-    def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
+    def save_messages(self, thread_id: str | None, messages: Sequence[BaseMessage],
+                      fold: bool = True) -> None:
         """Store already-built messages as one turn (transcript, window and state in one
-        transaction; the fold, if due, after it commits)."""
-        self._save(thread_id, as_messages(messages))
+        transaction; the fold, if due, after it commits; ``fold=False``: append only, as a
+        stock ``chat_memory.add_messages``)."""
+        self._save(thread_id, as_messages(messages), fold)
 
-    async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage]) -> None:
-        await self._asave(thread_id, as_messages(messages))
+    async def asave_messages(self, thread_id: str | None, messages: Sequence[BaseMessage],
+                             fold: bool = True) -> None:
+        await self._asave(thread_id, as_messages(messages), fold)
 
-    def _save(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
-        if self._adopter is None:
-            self._backend.save(self._touch(thread_id), turn)
-            return
-        # a plain list: the store keeps its own copies, the legacy history gets the turn
-        stored = self._backend.save(tid := self._touch(thread_id), list(turn))
-        self._adopter.after_save(tid, stored)
+    def _through(self, thread_id: str | None, turn: list[BaseMessage]) -> str:
+        """The thread; a legacy history written through gets the turn first (ids set now,
+        so the history and memshift hold the same messages)."""
+        tid = self._touch(thread_id)
+        if self._adopter is not None and self._adopter.write is not None:
+            self._policy.check_sizes(turn)  # refused here, or the history would hold it
+            for message in turn:
+                if message.id is None:
+                    set_id(message, new_id())  # an owned turn: nobody else holds it
+            self._adopter.before_save(tid, turn)
+        return tid
 
-    async def _asave(self, thread_id: str | None, turn: list[BaseMessage]) -> None:
-        if self._adopter is None:
-            await self._backend.asave(self._touch(thread_id), turn)
-            return
-        stored = await self._backend.asave(tid := self._touch(thread_id), list(turn))
-        self._adopter.after_save(tid, stored)
+    def _save(self, thread_id: str | None, turn: list[BaseMessage], fold: bool = True) -> None:
+        self._backend.save(self._through(thread_id, turn), turn, fold)
+
+    async def _asave(self, thread_id: str | None, turn: list[BaseMessage],
+                     fold: bool = True) -> None:
+        await self._backend.asave(self._through(thread_id, turn), turn, fold)
 
     def _home(self, thread_id: str) -> Store:
         """The store holding the thread's transcript and fold records: where it lives now
@@ -367,7 +393,8 @@ class SummaryMemory(StockSurface, BaseMemory):
         ``candidate_dropped`` mismatch)."""
         self._backend.close(drain)
         for store in self._backend.stores():
-            store.close()
+            if not (self._borrowed and store is self._store):  # shared: others still use it
+                store.close()
 
     async def arelease(self) -> None:
         """Release the async connections of the running event loop (call it before a loop
@@ -477,11 +504,16 @@ class SummaryMemory(StockSurface, BaseMemory):
         await self._asave(*self._turn_from(inputs, outputs))
 
     def clear(self, thread_id: str | None = None) -> None:
-        """Forget the thread's summary and window (the audit transcript is kept)."""
-        self._backend.clear(self._touch(thread_id))  # adopted first, or it would come back
+        """Forget the thread's summary and window (the audit transcript is kept); a legacy
+        history written through is cleared too, as stock's ``clear()`` does."""
+        self._backend.clear(tid := self._touch(thread_id))  # adopted first, or it comes back
+        if self._adopter is not None:
+            self._adopter.clear(tid)
 
     async def aclear(self, thread_id: str | None = None) -> None:
-        await self._backend.aclear(self._touch(thread_id))
+        await self._backend.aclear(tid := self._touch(thread_id))
+        if self._adopter is not None:
+            self._adopter.clear(tid)
 
 
 def _unique(streams: Iterator[Iterator[str]]) -> Iterator[str]:

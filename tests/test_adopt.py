@@ -95,7 +95,9 @@ def test_chat_memory_history_is_the_threads_history(backend: str, shape: str, tm
     for i in range(5):
         q, a = filler_turn("old", i, 8)
         history.add_messages([HumanMessage(q), AIMessage(a)])
-    memory = SummaryMemory(backend=backend, policy=POLICY, chat_memory=history, legacy_write=True)
+    store = {"file": f"sqlite:///{tmp_path}/memshift.db"}.get(shape)  # sql: its own database
+    memory = SummaryMemory(backend=backend, policy=POLICY, chat_memory=history, legacy_write=True,
+                           **({"store": store} if store else {}))
     view = memory.load()
     assert "FACT-old-4 " in " ".join(str(m.content) for m in view.messages)
     assert view.folds >= 1 and "FACT-old-0" in view.summary

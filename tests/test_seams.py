@@ -291,3 +291,119 @@ def test_migrate_while_the_source_is_written_catches_up_or_reports_the_change(
     assert final.ok and final.migrated == ["t7"]
     for closing in (source, app, target):
         closing.close()
+
+
+# -- legacy histories: the per-request app on SQLChatMessageHistory -------------------------
+
+class _CountingLLM:
+    """A summary model for both the stock class and memshift: counts calls, counts tokens
+    offline (the stock class asks the model), answers from the prompt alone."""
+
+    @staticmethod
+    def make() -> Any:
+        from langchain_core.language_models import BaseChatModel
+        from langchain_core.messages import get_buffer_string
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        from adapters import count_tokens_cjk
+
+        class Counting(BaseChatModel):
+            calls: int = 0
+
+            @property
+            def _llm_type(self) -> str:
+                return "counting"
+
+            def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                          **kwargs: Any) -> Any:
+                self.calls += 1
+                text = get_buffer_string(messages)
+                return ChatResult(generations=[ChatGeneration(
+                    message=AIMessage(f"summary {len(text)}"))])
+
+            def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
+                return count_tokens_cjk(messages)
+        return Counting()
+
+
+def _request(memory_class: Any, llm: Any, engine: Any, session: str, i: int) -> None:
+    """One request of a FastAPI-style app: a memory built per request on the user's SQL
+    history, a load and a save, exactly as the public apps of this shape do."""
+    import warnings
+
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        history = SQLChatMessageHistory(session_id=session, connection=engine)
+        memory = memory_class(llm=llm, chat_memory=history, max_token_limit=120,
+                              return_messages=True)
+        memory.load_memory_variables({})
+        question, answer = filler_turn(session, i, 8)
+        memory.save_context({"input": question}, {"output": answer})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_per_request_sql_history_app_keeps_every_turn_across_swaps_and_restarts(
+        kind: str, fresh_store: Any) -> None:
+    import warnings
+
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+    from sqlalchemy import create_engine
+
+    from adapters.stores import sqlalchemy_url
+
+    ours_url, stock_url = fresh_store(kind), fresh_store(kind)
+    ours_llm, stock_llm = _CountingLLM.make(), _CountingLLM.make()
+    engines = {u: create_engine(sqlalchemy_url(u)) for u in (ours_url, stock_url)}
+    for i in range(6):  # the same app, stock beside memshift (only the import differs)
+        _request(SummaryMemory, ours_llm, engines[ours_url], "u1", i)
+        _request(ConversationSummaryBufferMemory, stock_llm, engines[stock_url], "u1", i)
+    for url, old in engines.items():  # a restart: new engines, nothing in memory
+        old.dispose()
+        engines[url] = create_engine(sqlalchemy_url(url))
+    for i in range(6, 10):
+        _request(SummaryMemory, ours_llm, engines[ours_url], "u1", i)
+        _request(ConversationSummaryBufferMemory, stock_llm, engines[stock_url], "u1", i)
+    assert ours_llm.calls <= stock_llm.calls, (ours_llm.calls, stock_llm.calls)
+    engines[stock_url].dispose()
+    engine = engines[ours_url]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        history = SQLChatMessageHistory(session_id="u1", connection=engine)
+        said = [m.content for m in history.messages]
+    assert said == [text for i in range(10) for text in filler_turn("u1", i, 8)], \
+        "the stock class, swapped back, would not see every turn said under memshift"
+    for i in range(10, 12):  # swapped back to stock for two requests
+        _request(ConversationSummaryBufferMemory, stock_llm, engine, "u1", i)
+    for i in range(12, 14):  # and to memshift again: the stock turns are imported, once
+        _request(SummaryMemory, ours_llm, engine, "u1", i)
+    calls = ours_llm.calls
+    with SummaryMemory(llm=ours_llm, chat_memory=SQLChatMessageHistory(
+            session_id="u1", connection=engine), max_token_limit=120) as memory:
+        transcript = [m.content for m in memory.transcript("u1")]
+        assert transcript == [t for i in range(14) for t in filler_turn("u1", i, 8)]
+        view = memory.load("u1")
+        assert view.summary and view.messages[-1].content == filler_turn("u1", 13, 8)[1]
+        assert memory.store_url.startswith(ours_url.split("://")[0])  # the history's database
+    assert ours_llm.calls == calls, "an identical restart summarized again"
+    engine.dispose()
+
+
+def test_a_persistent_history_without_a_store_is_refused_not_kept_in_memory(
+        tmp_path: Any) -> None:
+    from langchain_community.chat_message_histories import FileChatMessageHistory
+
+    from compat import ConfigError
+
+    history = FileChatMessageHistory(str(tmp_path / "h.json"))
+    with pytest.raises(ConfigError, match="store="):
+        SummaryMemory(chat_memory=history)
+    memory = SummaryMemory(chat_memory=history, store=f"sqlite:///{tmp_path}/m.db",
+                           thread_id="u")
+    memory.save_context({"input": "q"}, {"output": "a"})
+    assert [m.content for m in history.messages] == ["q", "a"]  # written through by default
+    memory.clear()
+    assert history.messages == [] and memory.load().messages == []  # clear() reaches it too
+    memory.close()
