@@ -8,8 +8,12 @@ import pytest
 
 from adapters import MemoryPolicy
 from compat import SummaryMemory
-from compat.testing import BackendEquivalenceContract, SummaryMemoryContract
-from tests.conftest import BACKENDS
+from compat.testing import (
+    BackendEquivalenceContract, StagedMigrationContract, SummaryMemoryContract,
+)
+from tests.conftest import BACKENDS, STORES
+
+STORES_FOR_STAGED = STORES
 
 # memshift's own code paths emit no deprecation warning: the contract runs with them as errors
 pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
@@ -21,10 +25,21 @@ class _StoreCapabilities:
         return set() if store_url == "memory" else {"persistent"}
 
 
+# every engine a deployment can run: the fixed backends, shadow, and staged at the start,
+# the middle and the end of a rollout
+ENGINES = [*BACKENDS, "shadow", "staged-0.0", "staged-0.5", "staged-1.0"]
+
+
+def _engine(name: str) -> dict[str, object]:
+    if name.startswith("staged-"):
+        return {"backend": "staged", "rollout": float(name.removeprefix("staged-"))}
+    return {"backend": name}
+
+
 class TestContractTokens(_StoreCapabilities, SummaryMemoryContract):
-    @pytest.fixture(params=[*BACKENDS, "shadow"])
+    @pytest.fixture(params=ENGINES)
     def memory(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[SummaryMemory]:
-        with SummaryMemory(backend=request.param, store=store_url,
+        with SummaryMemory(**_engine(request.param), store=store_url,
                            policy=MemoryPolicy(max_tokens=120, keep_tokens=60)) as memory:
             yield memory
 
@@ -32,11 +47,11 @@ class TestContractTokens(_StoreCapabilities, SummaryMemoryContract):
 class TestContractMessagesAndRaise(_StoreCapabilities, SummaryMemoryContract):
     """Message-count trigger, message cuts, and errors raised instead of deferred."""
 
-    @pytest.fixture(params=BACKENDS)
+    @pytest.fixture(params=[*BACKENDS, "staged-0.5"])
     def memory(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[SummaryMemory]:
         policy = MemoryPolicy(max_tokens=400, max_messages=6, keep_messages=4, cut="message",
                               on_summary_error="raise")
-        with SummaryMemory(backend=request.param, store=store_url, policy=policy,
+        with SummaryMemory(**_engine(request.param), store=store_url, policy=policy,
                            return_messages=True, human_prefix="User", ai_prefix="Bot") as memory:
             yield memory
 
@@ -123,3 +138,24 @@ def test_the_guard_fails_a_subclass_that_drops_or_overrides_a_test() -> None:
     with pytest.raises(AssertionError, match="test_random_conversations_stay_equivalent"):
         assert_no_silent_overrides(Overridden, BackendEquivalenceContract)
     assert_no_silent_overrides(OptedOut, SummaryMemoryContract)
+
+
+class TestStagedMigration(StagedMigrationContract):
+    """Threads moving at random turns, on every store (a URL, opened by each memory)."""
+
+    @pytest.fixture(params=STORES_FOR_STAGED)
+    def store(self, request: pytest.FixtureRequest, fresh_store):  # type: ignore[override]
+        from adapters import open_store
+
+        store = open_store(fresh_store(request.param))
+        yield store
+        store.close()
+
+
+class TestStagedMigrationMessageCuts(StagedMigrationContract):
+    hypothesis_examples = 6
+
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=300, keep_tokens=100, max_messages=10, keep_messages=5,
+                            cut="message")

@@ -2,18 +2,21 @@
 
 ``SummaryMemoryContract``: one configured memory, every behaviour memshift promises.
 ``BackendEquivalenceContract``: randomized conversations through classic and middleware,
-compared after every turn. Subclass, supply the fixture(s), run pytest.
+compared after every turn. ``StagedMigrationContract``: the same while threads move between
+the backends at random turns. Subclass, supply the fixture(s), run pytest.
 """
 
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
 from compat.testing.contract import SummaryMemoryContract
 from compat.testing.fakes import EchoChatModel
 from compat.testing.equivalence import BackendEquivalenceContract
+from compat.testing.staged import StagedMigrationContract
 
 __all__ = [
     "BackendEquivalenceContract",
     "EchoChatModel",
     "RecordingSummarizer",
+    "StagedMigrationContract",
     "SummaryMemoryContract",
     "agent_turn",
     "filler_turn",
