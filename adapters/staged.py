@@ -88,7 +88,7 @@ class StagedEngine(Engine):
         self.config_since = time.time() if config_since is None else config_since
         self.store: Store = middleware.store  # placements live with the middleware side
         self.same_store = self._leaf["classic"].store is middleware.store
-        self.read_only = bool(getattr(self.store, "read_only", False))
+        self.read_only = self.store.read_only
         self.moves = 0
         self._hints: OrderedDict[str, str] = OrderedDict()
 

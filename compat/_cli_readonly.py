@@ -124,6 +124,8 @@ class _ReadCheckpoints(Checkpoints):
 class ReadOnlyStore(SqlStore):
     """A SQL store memshift can read threads from and never write to."""
 
+    read_only = True
+
     def __init__(self, url: str, engine: Engine) -> None:
         super().__init__(show_url(url), engine)
         self.dialect = kind_of(url)

@@ -74,11 +74,13 @@ def root() -> None:
 def _register() -> None:
     from compat._cli_history import history
     from compat._cli_replay import replay
+    from compat.cli_doctor import doctor
     from compat.cli_governance import eval_command, resummarize
     from compat.cli_migrate import migrate_command
     from compat.cli_rollout import rollout
 
-    for command in (replay, migrate_command, resummarize, eval_command, rollout, history):
+    for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
+                    doctor):
         root.add_command(command)
 
 

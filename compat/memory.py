@@ -434,7 +434,7 @@ class SummaryMemory(StockSurface, BaseMemory):
 
             engine = self._require_middleware("checkpointer")
             self._checkpointer = PlacedSaver(engine.store.checkpoints.checkpointer,
-                                             self._backend)
+                                             self._backend, touch=self._touch)
         return self._checkpointer
 
     @property

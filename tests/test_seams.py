@@ -407,3 +407,20 @@ def test_a_persistent_history_without_a_store_is_refused_not_kept_in_memory(
     memory.clear()
     assert history.messages == [] and memory.load().messages == []  # clear() reaches it too
     memory.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_agents_first_read_adopts_a_stock_history(kind: str, fresh_store: Any) -> None:
+    """A ``message_store`` thread nobody touched yet: create_agent's first read adopts it
+    (summary rebuilt) instead of starting an empty thread."""
+    from tests.test_adopt import _stock_store
+
+    url = fresh_store(kind)
+    _stock_store(url, users=1, turns=6)
+    memory = _memory("middleware", url)
+    agent = create_agent(EchoChatModel(), middleware=[memory.middleware],
+                         checkpointer=memory.checkpointer)
+    state = agent.get_state({"configurable": {"thread_id": "user-0"}})
+    assert state.values.get("messages"), "the agent saw an empty thread"
+    assert memory.summary_history("user-0")[-1]["trigger"].startswith("adopted")
+    memory.close()

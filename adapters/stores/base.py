@@ -131,6 +131,7 @@ class Store(ABC):
 
     url: str  # redacted: never carries a password
     persistent: bool = True  # state outlives the process (the in-memory store's does not)
+    read_only: bool = False  # every write is refused (threads are served where they live)
     shares_messages: bool = False  # reads hand out stored objects: copy before giving them away
     classic: ClassicState
     checkpoints: Checkpoints

@@ -11,7 +11,7 @@ straight to the saver underneath.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -32,18 +32,24 @@ def _thread(config: Any) -> str | None:
 
 
 class PlacedSaver(BaseCheckpointSaver):
-    """Claims threads for ``middleware`` through ``engine`` before the saver sees them."""
+    """Claims threads for ``middleware`` through ``engine`` before the saver sees them;
+    ``touch(thread_id)`` runs first (the memory's adoption of a legacy history)."""
 
-    def __init__(self, inner: BaseCheckpointSaver, engine: Any) -> None:
+    def __init__(self, inner: BaseCheckpointSaver, engine: Any,
+                 touch: Callable[[str], Any] | None = None) -> None:
         super().__init__(serde=inner.serde)
-        self.inner, self.engine = inner, engine
+        self.inner, self.engine, self.touch = inner, engine, touch
 
     def _claim(self, config: Any) -> None:
         if (tid := _thread(config)) is not None:
+            if self.touch is not None:
+                self.touch(tid)
             self.engine.claim(tid, "middleware")
 
     async def _aclaim(self, config: Any) -> None:
         if (tid := _thread(config)) is not None:
+            if self.touch is not None:
+                self.touch(tid)
             await self.engine.aclaim(tid, "middleware")
 
     def get_tuple(self, config: Any) -> Any:

@@ -1,0 +1,174 @@
+"""``diagnose(url)``: where a store's threads live, and any thread a path would read wrong.
+
+Read-only (SQLite ``mode=ro``, PostgreSQL read-only sessions): placements per backend and
+pinned, threads with state on both backends and no record saying which one serves them (a
+path would have to guess: the one place memshift can show a stale memory), threads no side
+holds anything of (cleared: fine), stock ``SQLChatMessageHistory`` tables and how many of
+their sessions memshift has adopted, memshift's tables and columns, and the versions of
+memshift, LangChain and LangGraph. ``memshift doctor`` prints it; ``problems`` (each with the
+command that fixes it) make it exit 1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Diagnosis", "diagnose"]
+
+LEGACY_TABLES = ("message_store",)
+VERSIONS = ("memshift", "langchain", "langchain-core", "langchain-classic", "langgraph",
+            "langgraph-checkpoint")
+
+
+@dataclass
+class Diagnosis:
+    store: str
+    threads: int = 0
+    placements: dict[str, int] = field(default_factory=dict)  # backend -> threads recorded
+    pinned: dict[str, int] = field(default_factory=dict)
+    moved_at_least_once: int = 0
+    unrecorded: dict[str, int] = field(default_factory=dict)  # where unrecorded threads live
+    ambiguous: list[str] = field(default_factory=list)  # state on both sides, no record
+    empty: list[str] = field(default_factory=list)  # a transcript, no state where it lives
+    legacy: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> counts
+    schema: dict[str, list[str]] = field(default_factory=dict)  # table -> columns
+    schema_problems: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    problems: list[dict[str, str]] = field(default_factory=list)  # what, thread, fix
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"store": self.store, "ok": self.ok, "threads": self.threads,
+                "placements": self.placements, "pinned": self.pinned,
+                "moved_at_least_once": self.moved_at_least_once,
+                "unrecorded": self.unrecorded, "ambiguous": self.ambiguous,
+                "empty": self.empty, "legacy": self.legacy, "schema": self.schema,
+                "schema_problems": self.schema_problems, "versions": self.versions,
+                "problems": self.problems}
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in VERSIONS:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def _schema(engine: Any, diagnosis: Diagnosis) -> set[str]:
+    from sqlalchemy import inspect
+
+    from adapters.stores.schema import metadata
+
+    inspector = inspect(engine)
+    tables = set(inspector.get_table_names())
+    for table in metadata.sorted_tables:
+        if table.name not in tables:
+            diagnosis.schema_problems.append(f"{table.name}: missing")
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        diagnosis.schema[table.name] = sorted(have)
+        for column in table.columns:
+            if column.name not in have:
+                diagnosis.schema_problems.append(
+                    f"{table.name}.{column.name}: missing (a store from an older memshift)")
+    return tables
+
+
+def _legacy(engine: Any, tables: set[str], store: Any, diagnosis: Diagnosis) -> None:
+    from sqlalchemy import column, select, table
+
+    for name in LEGACY_TABLES:
+        if name not in tables:
+            continue
+        rows = table(name, column("session_id"))
+        with engine.connect() as conn:
+            sessions = [r[0] for r in conn.execute(select(rows.c.session_id).distinct())]
+        adopted = 0
+        for session in sessions:
+            with store.snapshot(session) as tx:
+                adopted += bool(store.last_ids(tx, 1))
+        diagnosis.legacy[name] = {"sessions": len(sessions), "adopted": adopted,
+                                  "not_yet": len(sessions) - adopted}
+
+
+def _has_state(view: Any) -> bool:
+    return bool(view.messages or view.summary)
+
+
+def diagnose(url: str, *, limit: int | None = None,
+             on_thread: Callable[[str], None] | None = None) -> Diagnosis:
+    """Read ``url`` (a sqlite:/// or postgresql:// memshift store) and report; ``limit``:
+    look at the first N threads only. Nothing is written."""
+    from compat._cli_common import show_url
+    from compat._cli_readonly import open_read_only, read_engine, table_names
+    from compat.memory import SummaryMemory
+
+    diagnosis = Diagnosis(store=show_url(url), versions=_versions())
+    store = open_read_only(url)
+    if store is None:
+        tables = table_names(url)
+        diagnosis.schema_problems.append("no memshift tables: nothing stored by memshift yet")
+        if set(LEGACY_TABLES) & tables:
+            diagnosis.problems.append({
+                "what": "stock chat histories and no memshift tables",
+                "thread": "", "fix": "open the store with SummaryMemory (threads are adopted "
+                                     "at first touch) or: memshift migrate --from classic ..."})
+        return diagnosis
+    engine = read_engine(url)
+    try:
+        tables = _schema(engine, diagnosis)
+        _legacy(engine, tables, store, diagnosis)
+    finally:
+        engine.dispose()
+    for backend, pinned, threads, moved in store.placement_counts():
+        diagnosis.placements[backend] = diagnosis.placements.get(backend, 0) + threads
+        if pinned:
+            diagnosis.pinned[backend] = diagnosis.pinned.get(backend, 0) + threads
+        diagnosis.moved_at_least_once += moved
+    memory = SummaryMemory(backend="classic", store=store)
+    classic, middleware = memory.backend_impl.leaves()[:2]
+    unrecorded: Counter[str] = Counter()
+    try:
+        for n, thread_id in enumerate(memory.iter_thread_ids()):
+            if limit is not None and n >= limit:
+                break
+            diagnosis.threads += 1
+            if on_thread is not None:
+                on_thread(thread_id)
+            leaves = {"classic": classic, "middleware": middleware}
+            placement = memory.placement(thread_id)
+            if placement is not None:  # the record decides: is there anything where it says?
+                if not _has_state(leaves[placement.backend].load(thread_id)):
+                    diagnosis.empty.append(thread_id)
+                continue
+            sides = [name for name, leaf in leaves.items() if _has_state(leaf.load(thread_id))]
+            if len(sides) == 2:
+                diagnosis.ambiguous.append(thread_id)
+                diagnosis.problems.append({
+                    "what": "state on both backends and no placement record: a path would "
+                            "guess which one serves the thread", "thread": thread_id,
+                    "fix": f"memshift rollout move --to <backend> --thread {thread_id!r} "
+                           f"--store {diagnosis.store}"})
+            elif sides:
+                unrecorded[sides[0]] += 1
+            else:
+                diagnosis.empty.append(thread_id)
+    finally:
+        memory.close()
+    diagnosis.unrecorded = dict(unrecorded)
+    for problem in diagnosis.schema_problems:
+        diagnosis.problems.append({"what": f"schema: {problem}", "thread": "",
+                                   "fix": "open the store once with this memshift version "
+                                          "(it creates what is missing)"})
+    return diagnosis
