@@ -159,3 +159,13 @@ class TestStagedMigrationMessageCuts(StagedMigrationContract):
     def policy(self) -> MemoryPolicy:
         return MemoryPolicy(max_tokens=300, keep_tokens=100, max_messages=10, keep_messages=5,
                             cut="message")
+
+
+class TestStagedMigrationAsTheReadmeShowsIt(StagedMigrationContract):
+    """The README's adopter: a URL, so each memory opens the store on its own."""
+
+    hypothesis_examples = 4
+
+    @pytest.fixture
+    def store(self, tmp_path):  # type: ignore[override]
+        return f"sqlite:///{tmp_path}/m.db"

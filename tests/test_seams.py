@@ -424,3 +424,119 @@ def test_the_agents_first_read_adopts_a_stock_history(kind: str, fresh_store: An
     assert state.values.get("messages"), "the agent saw an empty thread"
     assert memory.summary_history("user-0")[-1]["trigger"].startswith("adopted")
     memory.close()
+
+
+# -- faults at the seams --------------------------------------------------------------------
+
+_FLAG_WORKER = """
+import sys, time, warnings
+warnings.filterwarnings("ignore")
+from langchain_core.messages import AIMessage, HumanMessage
+from adapters import DeterministicSummarizer, MemoryPolicy
+from compat import SummaryMemory
+url, flag, tag, n, wait = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+time.sleep(wait)
+with SummaryMemory(backend=flag, store=url, policy=MemoryPolicy(max_tokens=150, keep_tokens=80),
+                   summarizer=DeterministicSummarizer(max_chars=1_000_000)) as memory:
+    for round_ in range(3):
+        for i in range(n):
+            t = f"t{i}"
+            memory.save_messages(t, [HumanMessage(f"q FACT-{t}-{tag}-{round_} ", id=f"{t}-{tag}-{round_}-h"),
+                                     AIMessage("a", id=f"{t}-{tag}-{round_}-a")])
+            memory.load(t)
+"""
+
+
+def _env() -> dict[str, str]:
+    import os
+    from pathlib import Path
+
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_processes_with_different_flags_move_each_thread_at_most_once(
+        kind: str, fresh_store: Any) -> None:
+    """An old deployment (classic) and a new one (middleware) on one store at once: the newer
+    configuration wins, every thread moves at most once, no turn is lost or doubled."""
+    import re
+    import subprocess
+    import sys
+
+    url = fresh_store(kind)
+    _memory("classic", url).close()  # schema first
+    children = [subprocess.Popen([sys.executable, "-c", _FLAG_WORKER, url, flag, tag, "60", wait],
+                                 env=_env(), stderr=subprocess.PIPE, text=True)
+                for flag, tag, wait in (("classic", "old", "0"), ("middleware", "new", "0.3"))]
+    for child in children:
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-2000:]
+    with _memory("classic", url) as memory:  # a reader; it follows the newer decisions
+        versions = []
+        for i in range(60):
+            t = f"t{i}"
+            placement = memory.placement(t)
+            versions.append(placement.version)
+            assert placement.version <= 2, f"{t} moved {placement.version - 1} times"
+            assert placement.backend == "middleware", f"{t}: the newer configuration lost"
+            ids = [m.id for m in memory.transcript(t)]
+            assert len(ids) == 12 and len(set(ids)) == 12, f"{t}: lost or doubled turns"
+            leaf = memory.backend_impl.leaves()[0 if placement.backend == "classic" else 1]
+            view = leaf.load(t)
+            text = view.summary + " " + " ".join(str(m.content) for m in view.messages)
+            missing = [(tag, r) for tag in ("old", "new") for r in range(3)
+                       if not re.search(rf"FACT-{t}-{tag}-{r}\b", text)]
+            assert not missing, f"{t} on {placement.backend} lacks {missing}"
+        assert 2 in versions, "the two deployments never overlapped"
+
+
+_MOVER = """
+import sys, warnings
+warnings.filterwarnings("ignore")
+from adapters import DeterministicSummarizer, MemoryPolicy
+from compat import SummaryMemory
+url = sys.argv[1]
+with SummaryMemory(backend="middleware", store=url, policy=MemoryPolicy(max_tokens=150, keep_tokens=80),
+                   summarizer=DeterministicSummarizer(max_chars=1_000_000)) as memory:
+    for i in range(400):
+        memory.load(f"t{i % 150}")  # the first touch moves the thread
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_kill_9_during_moves_on_first_touch_leaves_every_thread_whole(
+        kind: str, fresh_store: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    url = fresh_store(kind)
+    with _memory("classic", url) as memory:
+        for i in range(150):
+            for k in range(4):
+                memory.save(f"t{i}", *filler_turn(f"t{i}", k, 8))
+        originals = {f"t{i}": memory.load(f"t{i}") for i in range(150)}
+    child = subprocess.Popen([sys.executable, "-c", _MOVER, url], env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with _memory("classic", url) as watcher:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            moved = sum(n for b, _, n, _ in watcher.backend_impl.placement_counts()
+                        if b == "middleware")
+            if moved >= 10:
+                break
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        assert child.returncode == -signal.SIGKILL, "the moves finished before the kill"
+        leaves = watcher.backend_impl.leaves()
+        for tid, before in originals.items():
+            placement = watcher.placement(tid)
+            leaf = leaves[0 if placement.backend == "classic" else 1]
+            assert not compare_views(before, leaf.load(tid)), f"{tid} damaged by the kill"
+    with _memory("middleware", url) as after:  # the next process finishes the moves
+        for tid, before in originals.items():
+            assert not compare_views(before, after.load(tid))
+            assert after.placement(tid).backend == "middleware"
+            assert len(after.transcript(tid)) == 8
