@@ -25,7 +25,7 @@ from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownAr
 from adapters.folds import FoldRecord
 from adapters.engine import new_id
 from adapters.summarizer import build_summarizer, summarizer_name
-from adapters.view import set_id
+from adapters.view import detach, set_id
 from adapters.stores.own_saver import OwnSaver
 from compat._adopt import (
     explicit_memory_store_warning, history_store, history_thread, is_persistent, legacy_adopter,
@@ -267,7 +267,7 @@ class SummaryMemory(StockSurface, BaseMemory):
             for message in turn:
                 if message.id is None:
                     set_id(message, new_id())  # an owned turn: nobody else holds it
-            self._adopter.before_save(tid, turn)
+            self._adopter.before_save(tid, [detach(m) for m in turn])  # its own copies
         return tid
 
     def _save(self, thread_id: str | None, turn: list[BaseMessage], fold: bool = True) -> None:
