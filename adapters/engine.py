@@ -38,7 +38,7 @@ from adapters.folds import FoldRecord
 from adapters.io import IO, Steps
 from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
-from adapters.protocol import Engine, Guard, Location, as_list, done, open_guard
+from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
 from adapters.structured import parse_rendered
 from adapters.overflow import summarize_in_chunks
@@ -156,7 +156,7 @@ class MemoryEngine(Engine):
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:
         def body(tx: Tx) -> Steps[Any]:
-            check = yield from open_guard(guard, tx)
+            check = (yield from guard(tx)) if guard is not None else None
             state = yield IO(self.backend.read, self.backend.aread, tx)
             if check is not None:
                 yield from check()
@@ -186,7 +186,7 @@ class MemoryEngine(Engine):
             stored: list[BaseMessage] = turn
             # e.g. the placement says this backend serves the thread (checked before commit:
             # everything below is inside the transaction, so a refusal rolls it all back)
-            check = yield from open_guard(guard, tx)
+            check = (yield from guard(tx)) if guard is not None else None
             if self.owns_transcript:
                 ids = [m.id for m in turn if m.id is not None]
                 known = (yield self._run(tx, self.store.known_ids, ids)) if ids else set()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +89,8 @@ class StagedEngine(Engine):
         self.same_store = self._leaf["classic"].store is middleware.store
         self.read_only = self.store.read_only
         self.moves = 0
-        self._hints: OrderedDict[str, str] = OrderedDict()
+        self._hints: dict[str, str] = {}
+        self._guards: dict[tuple[str, bool], Guard] = {}
 
     # -- what the protocol asks of every engine -------------------------------------------
     @property
@@ -166,48 +166,67 @@ class StagedEngine(Engine):
 
     def _remember(self, thread_id: str, backend: str) -> None:
         hints = self._hints
+        if hints.get(thread_id) == backend:
+            return
+        if len(hints) >= self.hints_size:
+            hints.clear()  # a bound, not an LRU: a hint is only where to try first
         hints[thread_id] = backend
-        hints.move_to_end(thread_id)
-        if len(hints) > self.hints_size:
-            hints.popitem(last=False)
 
     def _read(self, thread_id: str) -> Steps[Placement | None]:
         def body(tx: Tx) -> Steps[Placement | None]:
             return (yield store_io(self.store, tx, self.store.placement))
         return (yield from in_transaction(self.store, thread_id, body, write=False))
 
-    def _check(self, thread_id: str, backend: str, write: bool,
-               outer: Guard | None = None) -> Guard | None:
+    def _check(self, backend: str, write: bool, outer: Guard | None = None) -> Guard | None:
         """A guard for a transaction on ``backend``'s side (same store only): the placement
         says this side serves the thread, or the call is rolled back and retried where it
         does. The placement is asked first and answered before commit, so on a batching
         store it travels with the transaction's own first read. A thread no record names
         yet is this side's when the other side holds nothing of it; a save records that in
-        the same transaction."""
+        the same transaction. Built once per side (the thread comes with the transaction)."""
         if not self.same_store:
             return outer
+        if outer is None:
+            guard = self._guards.get((backend, write))
+            if guard is None:
+                guard = self._guards[backend, write] = self._make_check(backend, write, None)
+            return guard
+        return self._make_check(backend, write, outer)
+
+    def _make_check(self, backend: str, write: bool, outer: Guard | None) -> Guard:
         store = self.store
         other = self._leaf["middleware" if backend == "classic" else "classic"]
+        batches = store.batches
+
+        def verdict(tx: Tx, placement: Placement | None) -> Steps[None]:
+            if placement is None:
+                if _has_state((yield from other.view_in(tx))):
+                    raise _Unsettled
+                if write:
+                    yield store_io(store, tx, store.set_placement,
+                                   Placement(backend, 1, self.config_since))
+                return
+            if not self.settled(tx.thread_id, placement):
+                raise _Unsettled
+            if placement.backend != backend:
+                raise _Elsewhere(placement.backend)
+
+        if not batches:  # the store answers at once: decide before anything is read
+            def guard_now(tx: Tx) -> Steps[Check | None]:
+                first = (yield from outer(tx)) if outer is not None else None
+                yield from verdict(tx, (yield store_io(store, tx, store.placement)))
+                return first
+            return guard_now
 
         def guard(tx: Tx) -> Steps[Check | None]:
-            first = yield from open_guard(outer, tx)
+            first = (yield from outer(tx)) if outer is not None else None
             token = yield store_io(store, tx, store.defer_placement)
 
             def check() -> Steps[None]:
                 if first is not None:
                     yield from first()
-                placement = yield store_io(store, tx, store.deferred_placement, token)
-                if placement is None:
-                    if _has_state((yield from other.view_in(tx))):
-                        raise _Unsettled
-                    if write:
-                        yield store_io(store, tx, store.set_placement,
-                                       Placement(backend, 1, self.config_since))
-                    return
-                if not self.settled(thread_id, placement):
-                    raise _Unsettled
-                if placement.backend != backend:
-                    raise _Elsewhere(placement.backend)
+                yield from verdict(tx, (yield store_io(store, tx, store.deferred_placement,
+                                                       token)))
             return check
         return guard
 
@@ -350,18 +369,19 @@ class StagedEngine(Engine):
         leaf = self._leaf[backend]
         return Location(backend, leaf, leaf.store, current)
 
-    def _routed(self, thread_id: str, write: bool, outer: Guard | None,
-                call: Callable[[Engine, Guard | None], Steps[Any]]) -> Steps[Any]:
-        """Run ``call`` on the side the placement names, checked inside its transaction;
-        retried where it says, or after the move this configuration asks for."""
+    def _routed(self, thread_id: str, write: bool, outer: Guard | None, op: str,
+                *args: Any) -> Steps[Any]:
+        """``side.<op>(thread_id, *args, guard)`` on the side the placement names, checked
+        inside its transaction; retried where it says, or after the move this configuration
+        asks for."""
         for _ in range(ATTEMPTS):
             backend = self._hints.get(thread_id) or self.desired(thread_id)
             if not self.same_store:  # the record is on another store: settle it first
                 placement = yield from self.place_steps(thread_id)
                 backend = placement.backend if placement is not None else backend
             try:
-                result = yield from call(self.engines[backend],
-                                         self._check(thread_id, backend, write, outer))
+                result = yield from getattr(self.engines[backend], op)(
+                    thread_id, *args, self._check(backend, write, outer))
             except _Elsewhere as moved:
                 self._remember(thread_id, moved.backend)
                 continue
@@ -370,7 +390,7 @@ class StagedEngine(Engine):
                 if self.read_only or (placement is None and not write):
                     # served where it lives, never moved (or: nothing anywhere, empty)
                     side = placement.backend if placement is not None else self.desired(thread_id)
-                    return (yield from call(self.engines[side], outer))
+                    return (yield from getattr(self.engines[side], op)(thread_id, *args, outer))
                 if placement is not None:
                     self._remember(thread_id, placement.backend)
                 continue
@@ -380,23 +400,16 @@ class StagedEngine(Engine):
 
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:
-        def call(side: Engine, check: Guard | None) -> Steps[MemoryView]:
-            return (yield from side.load_steps(thread_id, detached, check))
-        return (yield from self._routed(thread_id, False, guard, call))
+        return (yield from self._routed(thread_id, False, guard, "load_steps", detached))
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:
-        served: list[str] = []
-
-        def call(side: Engine, check: Guard | None) -> Steps[list[BaseMessage]]:
-            served.append(side.name)
-            return (yield from side.save_steps(thread_id, turn, fold, check))
-        stored = yield from self._routed(thread_id, True, guard, call)
+        stored = yield from self._routed(thread_id, True, guard, "save_steps", turn, fold)
         if not self.same_store:
-            yield from self._forward_if_moved(thread_id, served[-1], stored)
+            yield from self._forward_if_moved(thread_id, self._hints.get(thread_id), stored)
         return stored
 
-    def _forward_if_moved(self, thread_id: str, saved_on: str,
+    def _forward_if_moved(self, thread_id: str, saved_on: str | None,
                           stored: list[BaseMessage]) -> Steps[None]:
         """Two stores: a move that committed while this turn was being saved on the old side
         gets the turn too (by id, so a turn the move caught up already is stored once)."""

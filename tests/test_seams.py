@@ -434,10 +434,15 @@ warnings.filterwarnings("ignore")
 from langchain_core.messages import AIMessage, HumanMessage
 from adapters import DeterministicSummarizer, MemoryPolicy
 from compat import SummaryMemory
-url, flag, tag, n, wait = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-time.sleep(wait)
+import os
+url, flag, tag, n, marker = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+if flag == "middleware":  # the newer deployment: built after the old one
+    while not os.path.exists(marker):
+        time.sleep(0.01)
 with SummaryMemory(backend=flag, store=url, policy=MemoryPolicy(max_tokens=150, keep_tokens=80),
                    summarizer=DeterministicSummarizer(max_chars=1_000_000)) as memory:
+    if flag == "classic":
+        open(marker, "w").close()
     for round_ in range(3):
         for i in range(n):
             t = f"t{i}"
@@ -456,7 +461,7 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_two_processes_with_different_flags_move_each_thread_at_most_once(
-        kind: str, fresh_store: Any) -> None:
+        kind: str, fresh_store: Any, tmp_path: Any) -> None:
     """An old deployment (classic) and a new one (middleware) on one store at once: the newer
     configuration wins, every thread moves at most once, no turn is lost or doubled."""
     import re
@@ -465,9 +470,10 @@ def test_two_processes_with_different_flags_move_each_thread_at_most_once(
 
     url = fresh_store(kind)
     _memory("classic", url).close()  # schema first
-    children = [subprocess.Popen([sys.executable, "-c", _FLAG_WORKER, url, flag, tag, "60", wait],
+    marker = str(tmp_path / "old-deployment-built")
+    children = [subprocess.Popen([sys.executable, "-c", _FLAG_WORKER, url, flag, tag, "60", marker],
                                  env=_env(), stderr=subprocess.PIPE, text=True)
-                for flag, tag, wait in (("classic", "old", "0"), ("middleware", "new", "0.3"))]
+                for flag, tag in (("classic", "old"), ("middleware", "new"))]
     for child in children:
         _, err = child.communicate(timeout=300)
         assert child.returncode == 0, err[-2000:]

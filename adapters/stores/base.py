@@ -132,6 +132,9 @@ class Store(ABC):
     url: str  # redacted: never carries a password
     persistent: bool = True  # state outlives the process (the in-memory store's does not)
     read_only: bool = False  # every write is refused (threads are served where they live)
+    # writes and deferred reads wait in a queue and travel with the next read (PostgreSQL):
+    # a deferred read must then be answered through ``deferred_placement``
+    batches: bool = False
     shares_messages: bool = False  # reads hand out stored objects: copy before giving them away
     classic: ClassicState
     checkpoints: Checkpoints

@@ -84,7 +84,7 @@ class SqlStore(AsyncDriver):
     autocommit_reads = False
     # Transactions queue their writes and send them with the next read or the COMMIT
     # (``adapters.stores.batch``): PostgreSQL, where every statement is a round trip.
-    batches = False
+    batches: bool = False
 
     def __init__(self, url: str, engine: Engine) -> None:
         super().__init__()

@@ -26,12 +26,14 @@ from sqlalchemy.pool import NullPool
 
 from adapters._upstream import mark_setup_done
 from adapters.errors import ConfigError
-from adapters.stores.base import Checkpoints, Tx
+from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
 
 __all__ = ["SqliteStore"]
 
 BUSY_TIMEOUT_S = 60
+_READ_PLACEMENT = ("SELECT backend, version, since, pinned FROM memshift_placement "
+                   "WHERE thread_id = ?")
 
 
 _PRAGMAS = (f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}", "PRAGMA journal_mode=WAL",
@@ -195,3 +197,14 @@ class SqliteStore(SqlStore):
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         """``BEGIN IMMEDIATE`` (in the begin event) already holds SQLite's one writer lock."""
+
+    def placement(self, tx: Tx) -> Placement | None:
+        """Read on the driver's own connection (inside the transaction): every load and save
+        asks it, and SQLAlchemy's statement machinery would cost more than the query."""
+        cursor = _conn(tx).connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:  # (the DBAPI connection: sqlite3's, or aiosqlite's adapted one in its greenlet)
+            cursor.execute(_READ_PLACEMENT, (tx.thread_id,))
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        return Placement(row[0], row[1], row[2], bool(row[3])) if row else None
