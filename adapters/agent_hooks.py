@@ -1,50 +1,49 @@
-"""What ``memory.middleware`` does inside ``create_agent`` runs, on the engine's behalf.
+"""What ``memory.middleware`` does inside ``create_agent`` runs: ``FoldHooks``.
 
-Inside an agent step the agent's own checkpointer writes the state, so a fold summarizes at
-once (no memshift lock or transaction is open) and records itself; after the agent's turn the
-messages reach the transcript and old checkpoints are retained away.
+The middleware declares what it needs (``adapters.backends.middleware.AgentHooks``); this is
+the one implementation, built by the engine from the fold routine it shares
+(``adapters.fold.Folder``) and its store — it knows nothing of the engine. Inside an agent
+step the agent's own checkpointer writes the state, so a fold summarizes at once (no memshift
+lock or transaction is open) and records itself; after the agent's turn the messages reach the
+transcript and old checkpoints are retained away.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from adapters.backends.base import FoldFn
 from adapters.errors import SummarizerError
+from adapters.fold import FoldJob, Folder
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.policy import FoldPlan
-from adapters.stores.base import Tx, in_transaction
+from adapters.stores.base import Store, Tx, in_transaction, store_io
 
-if TYPE_CHECKING:
-    from adapters.engine import MemoryEngine
-
-__all__ = ["AgentHooks"]
+__all__ = ["FoldHooks"]
 
 
-class AgentHooks:
-    """The middleware's view of the engine inside ``create_agent`` runs."""
+class FoldHooks:
+    """The middleware's hooks inside ``create_agent`` runs, over a fold routine and a store."""
 
-    def __init__(self, engine: MemoryEngine) -> None:
-        self.engine = engine
+    def __init__(self, folder: Folder, store: Store) -> None:
+        self.folder, self.store = folder, store
 
     def _fold(self, summary: str, folds: int, window: Sequence[BaseMessage],
               p: FoldPlan, thread_id: str | None) -> Steps[str | None]:
         """Inside an agent step the agent's checkpointer writes the state: summarize now (no
         memshift lock or transaction is open) and record the fold."""
-        from adapters.engine import FoldJob
-
-        engine = self.engine
+        folder = self.folder
         try:
-            text, record = yield from engine._summarize(
+            text, record = yield from folder.summarize_steps(
                 thread_id or "", FoldJob(summary, folds, tuple(window), p))
         except SummarizerError as exc:
-            engine.defer_or_raise(exc)
+            folder.defer_or_raise(exc)
             return None
-        if thread_id is not None and engine.owns_transcript:
-            yield from engine._append_record(thread_id, record)
+        if thread_id is not None:
+            yield from folder.record_steps(thread_id, record)
         record.log()
         return text
 
@@ -64,15 +63,14 @@ class AgentHooks:
         return afold
 
     def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
-        engine = self.engine
+        store, folder = self.store, self.folder
 
         def body(tx: Tx) -> Steps[None]:
-            if engine.owns_transcript:
-                yield engine._run(tx, engine.store.append_transcript,
-                                  engine._for_transcript(window))
-            checkpoints = engine.store.checkpoints
+            if folder.records:
+                yield store_io(store, tx, store.append_transcript, folder.for_transcript(window))
+            checkpoints = store.checkpoints
             yield IO(checkpoints.retain, checkpoints.aretain, tx)
-        yield from in_transaction(engine.store, thread_id, body)
+        yield from in_transaction(store, thread_id, body)
 
     def after_agent(self, window: Sequence[BaseMessage]) -> None:
         """The agent's turn reaches the transcript; checkpoints stay bounded."""

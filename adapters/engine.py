@@ -19,61 +19,31 @@ pairs are the blocking and the async drivers of the same steps.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import random
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from adapters.agent_hooks import FoldHooks
 from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
-from adapters.folds import FoldRecord
+from adapters.fold import FoldJob, Folder, planner
+from adapters.fold import FoldRecord
 from adapters.io import IO, Steps
-from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
-from adapters.redaction import default_redactor, redact_messages
+from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
-from adapters.structured import parse_rendered
-from adapters.overflow import summarize_in_chunks
-from adapters.summarizer import Summarizer, summarizer_name
-from adapters.tokens import for_summarizer
-from adapters.view import (MemoryView, OwnedTurn, ThreadRecord, detach, message_signature,
-                           new_message, set_id, with_id)
+from adapters.summarizer import Summarizer
+from adapters.view import MemoryView, OwnedTurn, ThreadRecord, set_id, with_id
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine", "as_list"]
 
 logger = logging.getLogger("memshift")
 
 FOLD_ATTEMPTS = 3  # plan -> summarize -> compare-and-set rounds before a fold is deferred
-
-
-@dataclass(frozen=True)
-class FoldJob:
-    """A fold the real class asked for: what to summarize, onto which summary."""
-
-    summary: str
-    folds: int
-    window: tuple[BaseMessage, ...]
-    plan: FoldPlan
-
-    @property
-    def folded(self) -> tuple[BaseMessage, ...]:
-        return self.window[: self.plan.cutoff]
-
-    def same(self, summary: str, folds: int, window: Sequence[BaseMessage], plan: FoldPlan) -> bool:
-        return (summary, folds) == (self.summary, self.folds) and _keys(
-            window[: plan.cutoff]) == _keys(self.folded)
-
-
-def _keys(messages: Sequence[BaseMessage]) -> list[tuple]:
-    return [(m.id, *message_signature(m)) for m in messages]
 
 
 class MemoryEngine(Engine):
@@ -85,20 +55,36 @@ class MemoryEngine(Engine):
                  owns_transcript: bool = True) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"unknown backend {backend!r}; use one of {sorted(BACKENDS)}")
-        self.policy, self.summarizer, self.store = policy, summarizer, store
+        self.policy, self.store = policy, store
         self.owns_transcript = owns_transcript  # a shadow candidate leaves it to the primary
-        self.clock: Callable[[], float] = time.monotonic  # injectable (backoff tests)
-        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        # the fold routine, shared with the agent hooks (neither imports the other's module)
+        self.folder = Folder(policy=policy, summarizer=summarizer, store=store, backend=backend,
+                             records=owns_transcript)
         extra: dict[str, Any] = {"llm": llm}
         if backend == "classic":
             extra["summary_message_cls"] = summary_message_cls
         else:
-            from adapters.agent_hooks import AgentHooks
-
-            extra["hooks"] = AgentHooks(self)
+            extra["hooks"] = FoldHooks(self.folder, store)
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
         self.name = self.backend.name
+
+    @property
+    def summarizer(self) -> Summarizer:  # type: ignore[override]
+        return self.folder.summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: Summarizer) -> None:
+        self.folder.summarizer = value
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The fold backoff's clock (injectable in tests)."""
+        return self.folder.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], float]) -> None:
+        self.folder.clock = value
 
     @property
     def middleware(self) -> Any:
@@ -179,7 +165,7 @@ class MemoryEngine(Engine):
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:
-        planned, plan = _planner()
+        planned, plan = planner()
         owned = type(turn) is OwnedTurn
 
         def body(tx: Tx) -> Steps[list[BaseMessage] | None]:
@@ -196,7 +182,8 @@ class MemoryEngine(Engine):
                 stored = _fresh_ids(turn, known, owned)
                 if owned:  # the store may keep these very objects: nobody else holds them
                     self.store.adopt(tx, stored)
-                yield self._run(tx, self.store.append_transcript, self._for_transcript(stored))
+                yield self._run(tx, self.store.append_transcript,
+                                self.folder.for_transcript(stored))
             yield from self._step(tx, stored, plan)
             if check is not None:
                 yield from check()
@@ -211,45 +198,30 @@ class MemoryEngine(Engine):
         return stored
 
     def prune_steps(self, thread_id: str) -> Steps[None]:
-        planned, plan = _planner()
+        planned, plan = planner()
 
         def body(tx: Tx) -> Steps[bool]:
             return (yield from self._step(tx, [], plan))
         yield from in_transaction(self.store, thread_id, body, write=False)
         yield from self._fold(thread_id, planned[-1] if planned else None)
 
-    def _for_transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        if self.policy.redact_transcript:
-            return redact_messages(messages, self.policy.redactor or default_redactor)
-        return list(messages)
-
-    def _backing_off(self, thread_id: str) -> bool:
-        """A fold that failed is not tried again before its backoff ends (per process)."""
-        state = self._failures.get(thread_id)
-        return state is not None and self.clock() < state[1]
-
-    def _failed(self, thread_id: str) -> None:
-        """Exponential backoff with jitter, capped, across saves."""
-        count = self._failures.pop(thread_id, (0, 0.0))[0] + 1
-        delay = min(MAX_RETRY_BACKOFF, self.policy.retry_backoff * 2 ** (count - 1))
-        self._failures[thread_id] = (count, self.clock() + delay * (0.5 + random.random() / 2))
-        if len(self._failures) > 100_000:  # bounded memory for any number of threads
-            self._failures.popitem(last=False)
-
     def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
-        if job is not None and self._backing_off(thread_id):
+        """Summarize with no lock held, then commit the fold with a compare-and-set: it
+        lands only if the thread still asks for the very fold that was summarized."""
+        folder = self.folder
+        if job is not None and folder.backing_off(thread_id):
             logger.debug("fold skipped: the last one failed and its backoff has not ended")
             return
         for _ in range(FOLD_ATTEMPTS):
             if job is None:
                 return
             try:
-                summary, record = yield from self._summarize(thread_id, job)
+                summary, record = yield from folder.summarize_steps(thread_id, job)
             except SummarizerError as exc:
-                self._failed(thread_id)
-                self.defer_or_raise(exc)
+                folder.failed(thread_id)
+                folder.defer_or_raise(exc)
                 return
-            self._failures.pop(thread_id, None)
+            folder.succeeded(thread_id)
             replanned: list[FoldJob] = []
 
             def apply(prev: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan,
@@ -261,8 +233,8 @@ class MemoryEngine(Engine):
 
             def body(tx: Tx, record: FoldRecord = record) -> Steps[bool]:
                 applied = yield from self._step(tx, [], apply)
-                if applied and self.owns_transcript:
-                    yield self._run(tx, self.store.append_fold, record.as_dict())
+                if applied:  # the state and its record commit together
+                    yield from folder.record_in(tx, record)
                 return applied
 
             try:
@@ -274,56 +246,11 @@ class MemoryEngine(Engine):
                                str(exc).split(":")[0])
                 return
             if applied:
-                record.log()
-                self._remember_preferences(thread_id, summary, record.version)
+                folder.applied(thread_id, summary, record)
                 return
             job = replanned[-1] if replanned else None
         if job is not None:
             logger.info("fold deferred: the thread kept changing during %d attempts", FOLD_ATTEMPTS)
-
-    def _summarize(self, thread_id: str, job: FoldJob) -> Steps[tuple[str, FoldRecord]]:
-        """Redact what is sent, summarize with retries and a timeout per attempt (in chunks when
-        the input is too large). No lock, no transaction. A failure is recorded (in its own
-        transaction) and raised."""
-        policy = self.policy
-        start = time.perf_counter()
-        try:
-            folded = job.folded  # stored objects may be shared: the summarizer gets copies
-            if self.store.shares_messages:
-                folded = tuple(detach(m) for m in folded)
-            text = yield from summarize_in_chunks(
-                self.summarizer, policy, job.summary,
-                redact_messages(for_summarizer(folded), policy.redactor), thread_id)
-            if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
-                text = policy.redactor(text)
-        except SummarizerError as exc:
-            record = self._record(thread_id, job, "", str(exc), time.perf_counter() - start)
-            record.log()
-            if self.owns_transcript:
-                try:
-                    yield from self._append_record(thread_id, record)
-                except StoreError:  # the fold failed already; its record is best effort
-                    logger.warning("could not record a failed fold")
-            raise
-        return text, self._record(thread_id, job, text, None, time.perf_counter() - start)
-
-    def _append_record(self, thread_id: str, record: FoldRecord) -> Steps[None]:
-        def body(tx: Tx) -> Steps[None]:
-            yield self._run(tx, self.store.append_fold, record.as_dict())
-        yield from in_transaction(self.store, thread_id, body)
-
-    def _record(self, thread_id: str, job: FoldJob, text: str, error: str | None,
-                seconds: float) -> FoldRecord:
-        folded = job.folded
-        return FoldRecord(
-            thread_id=thread_id, version=job.folds + 1, trigger=job.plan.reason or "forced",
-            messages_before=len(job.window), messages_kept=len(job.window) - len(folded),
-            folded=len(folded), folded_first_id=folded[0].id if folded else None,
-            folded_last_id=folded[-1].id if folded else None,
-            summary_tokens=self.policy.count([new_message(SystemMessage, text)]) if text else 0,
-            summarizer=summarizer_name(self.summarizer),
-            prompt_version=self.policy.prompt_version, policy=self.policy.recorded(),
-            duration_ms=round(seconds * 1000, 3), error=error, backend=self.name)
 
     def _write_whole(self, thread_id: str, writes: Any) -> Steps[None]:
         def body(tx: Tx) -> Steps[None]:
@@ -339,7 +266,7 @@ class MemoryEngine(Engine):
                 return False
             if self.owns_transcript:
                 yield self._run(tx, self.store.append_transcript,
-                                self._for_transcript(record.transcript))
+                                self.folder.for_transcript(record.transcript))
             yield IO(self.backend.write, self.backend.awrite, tx,
                      self.backend.restore_writes(record))
             if fold_record is not None:
@@ -350,37 +277,6 @@ class MemoryEngine(Engine):
                     yield from check()
             return True
         return (yield from in_transaction(self.store, record.thread_id, body))
-
-    # -- the fold routine's policy ------------------------------------------------------------
-    def defer_or_raise(self, exc: SummarizerError) -> None:
-        """The policy's answer to a failed fold: raise, or log (no message text) and go on.
-        The turn is stored either way; the fold is retried on the next save."""
-        if self.policy.on_summary_error == "raise":
-            raise exc
-        logger.warning("summary fold deferred (turn stored, retried on the next save): %s",
-                       str(exc).split(":")[0])
-
-    def _remember_preferences(self, thread_id: str, summary: str, version: int) -> None:
-        """Structured preferences outlive the thread: one item per key, per user."""
-        store = self.policy.preferences_store
-        if store is None or not self.owns_transcript:
-            return
-        # LangGraph namespaces refuse ".": encode it (and "%") so distinct users stay distinct
-        user = self.policy.user_id(thread_id).replace("%", "%25").replace(".", "%2E")
-        for item in parse_rendered(summary).preferences:
-            key = item.key or hashlib.sha256(item.value.lower().encode()).hexdigest()[:16]
-            store.put(("memshift", "preferences", user), key,
-                      {"value": item.value, "thread_id": thread_id, "version": version})
-
-
-def _planner() -> tuple[list[FoldJob], FoldFn]:
-    """A fold function that only records what the real class asks for ("not now")."""
-    planned: list[FoldJob] = []
-
-    def plan(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> None:
-        planned.append(FoldJob(summary, folds, tuple(window), p))
-        return None
-    return planned, plan
 
 
 def new_id() -> str:

@@ -26,7 +26,7 @@ from adapters.view import MemoryView, OwnedTurn, ThreadRecord
 
 if TYPE_CHECKING:
     from adapters.engine import MemoryEngine
-    from adapters.folds import FoldRecord
+    from adapters.fold import FoldRecord
     from adapters.policy import MemoryPolicy
     from adapters.stores.base import Placement, Store, Tx
 

@@ -40,6 +40,7 @@ from compat.sources import (  # noqa: E402
     SummaryMemorySource,
     ThreadSource,
 )
+from adapters.fold import FoldRecord  # noqa: E402
 from adapters.shadow import Mismatch  # noqa: E402
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "ContentError",
     "DeterministicSummarizer",
+    "FoldRecord",
     "InputKeyError",
     "InvalidThreadId",
     "MemoryPolicy",

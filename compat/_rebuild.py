@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import SystemMessage
 
 from adapters import MemoryPolicy, ThreadRecord
-from adapters.folds import FoldRecord
+from adapters.fold import FoldRecord
 from adapters.summarizer import build_summarizer
 from compat._turns import split_turns
 

@@ -22,7 +22,7 @@ from adapters import BACKENDS, MemoryPolicy, MemoryView, Store, ThreadRecord, op
 from adapters._upstream import check_upstream
 from adapters.stores.base import Placement
 from adapters.errors import ConfigError, StoreError, ThreadIdRequired, UnknownArgumentError
-from adapters.folds import FoldRecord
+from adapters.fold import FoldRecord
 from adapters.engine import new_id
 from adapters.summarizer import build_summarizer, summarizer_name
 from adapters.view import detach, set_id

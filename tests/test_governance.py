@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from adapters import MemoryPolicy
-from adapters.folds import comparable
+from adapters.fold import comparable
 from adapters.structured import parse_rendered
 from compat import SummaryMemory, SummarizerError, cli
 from compat.testing import RecordingSummarizer, filler_turn

@@ -223,7 +223,7 @@ def test_every_target_records_the_migration_with_the_state(target_backend: str) 
 
 
 def test_restore_thread_writes_a_fold_record_with_the_state() -> None:
-    from adapters.folds import FoldRecord
+    from adapters.fold import FoldRecord
     from adapters.view import ThreadRecord
 
     memory = SummaryMemory(backend="classic", policy=POLICY)

@@ -142,7 +142,7 @@ def test_recorded_and_prompt_version_are_built_once_and_never_shared() -> None:
 def test_fold_record_as_dict_equals_asdict_and_shares_nothing() -> None:
     import dataclasses
 
-    from adapters.folds import FoldRecord
+    from adapters.fold import FoldRecord
 
     nested = {"max_tokens": 10, "extra": {"list": [1, 2]}}
     for policy in (MemoryPolicy(max_tokens=10).recorded(), nested, None):

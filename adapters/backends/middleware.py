@@ -121,55 +121,61 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         self._plan = (summary, self._folds, window, plan)
         return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
 
+    def _job(self, messages_to_summarize: list[AnyMessage]
+             ) -> tuple[str, int, list[BaseMessage], FoldPlan]:
+        """What to fold: the plan ``_determine_cutoff_index`` made, or (a subclass decided the
+        cutoff its own way) exactly what stock hands over."""
+        if self._plan is not None:
+            return self._plan
+        _, previous, folded = split_summary(messages_to_summarize)
+        return previous, self._folds, folded, FoldPlan(len(folded), "forced")
+
     def _create_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
         assert self._fold is not None, "fold_update binds the fold function"
-        plan = self._plan
-        if plan is None:  # a subclass decided the cutoff its own way: fold what it chose
-            _, previous, folded = split_summary(messages_to_summarize)
-            plan = (previous, self._folds, folded, FoldPlan(len(folded), "forced"))
-        summary = self._fold(*plan)
+        summary = self._fold(*self._job(messages_to_summarize))
         if summary is None:
             raise _Declined
         return summary
-
-    # -- one fold ---------------------------------------------------------------------------
-    def fold_update(self, state: dict[str, Any], fold: FoldFn) -> dict[str, Any] | None:
-        """The stock ``before_model`` update with ``fold`` writing the summary, plus the
-        fold count. Runs on a copy, so concurrent calls share nothing."""
-        bound = copy.copy(self)
-        bound._fold, bound._plan = fold, None
-        bound._folds = int(state.get("memshift_folds") or 0)
-        try:
-            update = SummarizationMiddleware.before_model(bound, state, None)  # type: ignore[arg-type]
-        except _Declined:
-            return None
-        if update:
-            update["memshift_folds"] = int(state.get("memshift_folds") or 0) + 1
-        return update
 
     async def _acreate_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
         assert self._afold is not None, "afold_update binds the async fold function"
-        plan = self._plan
-        if plan is None:
-            _, previous, folded = split_summary(messages_to_summarize)
-            plan = (previous, self._folds, folded, FoldPlan(len(folded), "forced"))
-        summary = await self._afold(*plan)
+        summary = await self._afold(*self._job(messages_to_summarize))
         if summary is None:
             raise _Declined
         return summary
 
-    async def afold_update(self, state: dict[str, Any], afold: Any) -> dict[str, Any] | None:
-        """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
+    # -- one fold (the stock before_model / abefore_model, on a bound copy) -----------------
+    def _bound(self, state: dict[str, Any], fold: FoldFn | None, afold: Any) -> Any:
+        """A copy bound to one call (concurrent calls share nothing)."""
         bound = copy.copy(self)
-        bound._afold, bound._plan = afold, None
+        bound._fold, bound._afold, bound._plan = fold, afold, None
         bound._folds = int(state.get("memshift_folds") or 0)
-        try:
-            update = await SummarizationMiddleware.abefore_model(bound, state, None)  # type: ignore[arg-type]
-        except _Declined:
-            return None
-        if update:
+        return bound
+
+    @staticmethod
+    def _counted(bound: Any, update: dict[str, Any] | None) -> dict[str, Any] | None:
+        if update:  # the fold count travels with the state (summarizer calls survive restarts)
             update["memshift_folds"] = bound._folds + 1
         return update
+
+    def fold_update(self, state: dict[str, Any], fold: FoldFn) -> dict[str, Any] | None:
+        """The stock ``before_model`` update with ``fold`` writing the summary, plus the
+        fold count."""
+        bound = self._bound(state, fold, None)
+        try:
+            return self._counted(bound, SummarizationMiddleware.before_model(
+                bound, state, None))  # type: ignore[arg-type]
+        except _Declined:
+            return None
+
+    async def afold_update(self, state: dict[str, Any], afold: Any) -> dict[str, Any] | None:
+        """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
+        bound = self._bound(state, None, afold)
+        try:
+            return self._counted(bound, await SummarizationMiddleware.abefore_model(
+                bound, state, None))  # type: ignore[arg-type]
+        except _Declined:
+            return None
 
     # -- inside create_agent ----------------------------------------------------------------
     def _hooks(self) -> AgentHooks:

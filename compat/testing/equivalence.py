@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import MemoryPolicy, compare_views
-from adapters.folds import comparable
+from adapters.fold import comparable
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
