@@ -97,6 +97,9 @@ class MemoryEngine(Engine):
     def stores(self) -> list[Store]:
         return [self.store]
 
+    def homes(self) -> list[Store]:
+        return [self.store] if self.owns_transcript else []
+
     def middleware_engine(self) -> MemoryEngine | None:
         return self if self.name == "middleware" else None
 

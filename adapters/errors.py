@@ -20,6 +20,7 @@ __all__ = [
     "StoreError",
     "BackendConflictError",
     "ThreadElsewhere",
+    "MismatchError",
 ]
 
 
@@ -72,6 +73,11 @@ class ThreadElsewhere(MemshiftError):
     def __init__(self, message: str, *, thread_id: str, lives_on: str, wanted: str) -> None:
         super().__init__(message)
         self.thread_id, self.lives_on, self.wanted = thread_id, lives_on, wanted
+
+
+class MismatchError(MemshiftError):
+    """Shadow with ``raise_on_mismatch=True`` (tests): the candidate's view differs from the
+    primary's, or gave none in time."""
 
 
 class BackendConflictError(MemshiftError, ImportError):

@@ -86,6 +86,17 @@ class Engine(ABC):
         """Every distinct store this engine writes (transcripts live in each)."""
 
     @abstractmethod
+    def homes(self) -> list[Store]:
+        """The stores holding this engine's transcripts and fold records (a shadow
+        candidate's mirror holds none)."""
+
+    def home_of(self, thread_id: str) -> Store:
+        """The store holding the thread's transcript: where it lives now (a staged engine on
+        two stores has one of each). Nothing is moved to find out."""
+        homes = self.homes()
+        return homes[0] if len(homes) == 1 else self.locate(thread_id, move=False).store
+
+    @abstractmethod
     def middleware_engine(self) -> MemoryEngine | None:
         """The middleware side that ``create_agent`` continues, if there is one."""
 

@@ -3,9 +3,12 @@
 After GitHub Scientist: the primary's results and exceptions are the caller's; the
 candidate engine runs on one background worker (its writes keep their order) fed by a
 bounded queue (overflow is dropped and counted), shares no lock or transaction with the
-primary, and everything it does wrong is recorded as a mismatch, never raised. A circuit
-breaker turns the candidate off for a cool-down after consecutive failures. Sampling is per
-thread (a thread is mirrored completely or not at all), so views stay comparable.
+primary, and everything it does wrong is recorded as a mismatch, never raised. A read never
+waits for it: the candidate's view is compared on its worker, behind the writes queued before
+the read, against a snapshot of the primary's (``raise_on_mismatch=True`` waits and raises, for
+tests). A circuit breaker turns the candidate off for a cool-down after consecutive failures.
+Sampling is per thread (a thread is mirrored completely or not at all), so views stay
+comparable.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,7 +31,8 @@ from adapters.engine import MemoryEngine
 from adapters.io import IO, Steps
 from adapters.protocol import Engine, Guard, Location
 from adapters.stores.base import Placement, Store, Tx
-from adapters.view import MemoryView, ThreadRecord, compare_views
+from adapters.errors import MismatchError
+from adapters.view import MemoryView, ThreadRecord, compare_views, detach
 
 __all__ = ["Mismatch", "ShadowEngine"]
 
@@ -66,8 +70,9 @@ class ShadowEngine(Engine):
                  on_mismatch: Callable[[Mismatch], None] | None = None,
                  log_path: str | None = None, timeout: float = 5.0, max_queue: int = 1000,
                  breaker_failures: int = 5, breaker_cooldown: float = 60.0,
-                 max_recorded: int = 10_000) -> None:
+                 max_recorded: int = 10_000, raise_on_mismatch: bool = False) -> None:
         self.primary, self.candidate_backend = primary, candidate
+        self.raise_on_mismatch = raise_on_mismatch
         self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path
         self.timeout, self.max_recorded = timeout, max_recorded
         self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
@@ -115,6 +120,9 @@ class ShadowEngine(Engine):
         seen: dict[int, Store] = {id(s): s for s in self.primary.stores()}
         seen.setdefault(id(self.candidate_backend.store), self.candidate_backend.store)
         return list(seen.values())
+
+    def homes(self) -> list[Store]:
+        return self.primary.homes()
 
     def middleware_engine(self) -> MemoryEngine | None:
         return self.primary.middleware_engine() or self.candidate_backend.middleware_engine()
@@ -238,34 +246,48 @@ class ShadowEngine(Engine):
     # -- the engine API (steps, composed from the primary's) ----------------------------------
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:
+        """The primary's view, at once: the candidate's view is read and compared on the
+        candidate's worker (after the writes queued before it), against a snapshot of this
+        one. With ``raise_on_mismatch`` the load waits for the verdict (tests)."""
         start = time.perf_counter()
         view = yield from self.primary.load_steps(thread_id, detached, guard)
         primary_ms = (time.perf_counter() - start) * 1000
         if not self._mirrored(thread_id):
             return view
-        began = time.perf_counter()
-        future = self._submit(thread_id, "load", lambda: self.candidate_backend.load(thread_id))
-        if future is None:
+        snapshot = replace(view, messages=[detach(m) for m in view.messages])
+        future = self._submit(thread_id, "load",
+                              lambda: self._compare(thread_id, snapshot, primary_ms))
+        if future is None or not self.raise_on_mismatch:
             return view
         try:
-            other = yield IO(_wait, _await, future, self.timeout)
+            diffs = yield IO(_wait, _await, future, self.timeout)
         except TimeoutError:
             future.cancel()
-            self._outcome(thread_id, False)
-            self._record(thread_id, "candidate_timeout",
-                         [f"load took longer than {self.timeout}s"])
-            return view
+            raise MismatchError(f"shadow: the candidate gave no view of {thread_id!r} within "
+                                f"{self.timeout:g} s") from None
+        if diffs:
+            raise MismatchError(f"shadow: {thread_id!r} differs: " + "; ".join(diffs))
+        return view
+
+    def _compare(self, thread_id: str, primary: MemoryView, primary_ms: float) -> list[str]:
+        """On the candidate's worker: its view of the thread against the primary's snapshot.
+        What goes wrong is recorded, never raised into a request."""
+        began = time.perf_counter()
+        try:
+            other = self.candidate_backend.load(thread_id)
         except Exception as exc:
             self._outcome(thread_id, False)
             self._record(thread_id, "candidate_error", [f"load: {type(exc).__name__}: {exc}"])
-            return view
+            return [f"candidate error: {type(exc).__name__}"]
         self._outcome(thread_id, True)
         timings = {"primary_ms": round(primary_ms, 3),
                    "candidate_ms": round((time.perf_counter() - began) * 1000, 3)}
-        self.compared += 1
-        if diffs := compare_views(view, other):
+        with self._guard:
+            self.compared += 1
+        diffs = compare_views(primary, other)
+        if diffs:
             self._record(thread_id, "view", diffs, timings)
-        return view
+        return diffs
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:

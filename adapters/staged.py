@@ -131,6 +131,13 @@ class StagedEngine(Engine):
                 seen.setdefault(id(store), store)
         return list(seen.values())
 
+    def homes(self) -> list[Store]:
+        seen: dict[int, Store] = {}
+        for side in self.engines.values():
+            for store in side.homes():
+                seen.setdefault(id(store), store)
+        return list(seen.values())
+
     def middleware_engine(self) -> MemoryEngine | None:
         return self._leaf["middleware"]
 

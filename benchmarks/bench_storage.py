@@ -31,6 +31,7 @@ from _variants import WORKLOADS, run_workers, stock_graph  # noqa: E402
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=400, keep_tokens=200)
 
@@ -165,7 +166,7 @@ def classic_persistence(turns: int = 40) -> None:
     print(f"{'summarizer calls':<34}{calls['stock']:>10}{calls['memshift']:>10}")
     print(f"{'chars sent to the summarizer':<34}{prompt_chars['stock']:>10}{prompt_chars['memshift']:>10}")
     print(f"{'summary after a restart (chars)':<34}{len(restarted.moving_summary_buffer):>10}"
-          f"{len(ours.reopen().load('t').summary):>10}")
+          f"{len(admin.reopen(ours).load('t').summary):>10}")
 
 
 def throughput(dsn: str, workers: int, turns: int) -> tuple[float, float]:

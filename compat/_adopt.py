@@ -120,7 +120,7 @@ class LegacyAdopter:
         turns the legacy history holds and memshift does not."""
         if thread_id in self._checked:
             return
-        from compat.sources import stable_ids
+        from compat._turns import stable_ids
 
         legacy = stable_ids(thread_id, self.read(thread_id))
         if legacy:
@@ -136,10 +136,19 @@ class LegacyAdopter:
         if len(self._checked) > self.checked_size:
             self._checked.popitem(last=False)
 
-    def before_save(self, thread_id: str, turn: list[BaseMessage]) -> None:
-        """The turn (its ids already set) reaches the legacy history first."""
-        if self.write is not None:
-            self.write(thread_id, turn)
+    def before_save(self, thread_id: str, turn: list[BaseMessage], policy: Any) -> None:
+        """Written through: the turn reaches the legacy history first, with the ids memshift
+        will store (set now, in place: the turn is owned) and as copies of its own."""
+        if self.write is None:
+            return
+        from adapters.engine import new_id
+        from adapters.view import detach, set_id
+
+        policy.check_sizes(turn)  # refused here, or the history would hold it
+        for message in turn:
+            if message.id is None:
+                set_id(message, new_id())
+        self.write(thread_id, [detach(m) for m in turn])
 
     def clear(self, thread_id: str) -> None:
         """``memory.clear()`` clears the written-through history too, as stock's does."""
@@ -156,8 +165,9 @@ def _import(memory: SummaryMemory, thread_id: str, legacy: list[BaseMessage], na
                                trigger=f"adopted from {name}", summarizer="rebuild",
                                backend=memory.backend_name, started=start)
     # written only if the thread is still empty: a concurrent first touch adopts it once
-    memory.restore_thread(ThreadRecord(thread_id, record.summary, record.window, record.folds,
-                                       legacy), fold_record=fold, expect_last_id="")
+    memory.backend_impl.restore(ThreadRecord(thread_id, record.summary, record.window,
+                                             record.folds, legacy),
+                                expect_last_id="", fold_record=fold)
 
 
 def _catch_up(memory: SummaryMemory, thread_id: str, missing: list[BaseMessage],
@@ -180,13 +190,17 @@ def legacy_adopter(memory: SummaryMemory, store: Store,
                    own_thread: str) -> LegacyAdopter | None:
     """The adopter a memory's settings ask for, or ``None`` (``own_thread``: the thread of an
     unbound memory on the in-memory store). Refuses, with the command to run, a store holding
-    stock tables when ``adopt_legacy=False``."""
-    history = memory.legacy_history
+    stock tables when ``LegacyConfig(adopt=False)``."""
+    from compat.config import LegacyConfig
+
+    config = memory.legacy or LegacyConfig()
+    history = config.history
     if history is not None:
         target = memory.thread_id or own_thread
 
         def read_history(thread_id: str) -> list[BaseMessage]:
             return list(history.messages) if thread_id == target else []
+
         def write(thread_id: str, turn: list[BaseMessage]) -> None:
             if thread_id == target:
                 history.add_messages(turn)
@@ -194,31 +208,30 @@ def legacy_adopter(memory: SummaryMemory, store: Store,
         def wipe(thread_id: str) -> None:
             if thread_id == target:
                 history.clear()
-        through = memory.legacy_write if memory.legacy_write is not None else \
-            is_persistent(history)
+        through = config.write if config.write is not None else is_persistent(history)
         return LegacyAdopter(read_history, write if through else None, wipe,
                              type(history).__name__, reconcile=through)
     engine = getattr(store, "engine", None)
     if engine is None:
-        if memory.legacy_table is not None:
+        if config.table is not None:
             raise ConfigError("legacy_table= needs a SQL store (sqlite:/// or postgresql://)")
         return None
     from sqlalchemy import inspect
 
-    table = memory.legacy_table or DEFAULT_LEGACY_TABLE
+    table = config.table or DEFAULT_LEGACY_TABLE
     with store.guard("look for legacy tables"):
         present = inspect(engine).has_table(table)
     if not present:
-        if memory.legacy_table is not None:
+        if config.table is not None:
             raise ConfigError(f"legacy_table={table!r} is not in {memory.store_url}")
         return None
-    if not memory.adopt_legacy:
+    if not config.adopt:
         raise ConfigError(
             f"{memory.store_url} holds stock chat histories in {table!r}, which this memory "
             f"would not see (adopt_legacy=False). Migrate them first: memshift migrate --from "
             f"classic --from-store URL --table {table} --to {memory.backend_name} --to-store URL; "
             "or drop adopt_legacy=False to adopt each thread at first touch")
-    return _table_adopter(store, engine, table, bool(memory.legacy_write))
+    return _table_adopter(store, engine, table, bool(config.write))
 
 
 def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> LegacyAdopter:

@@ -10,6 +10,7 @@ engines here, so the facade stays a facade.
 from __future__ import annotations
 
 import os
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from adapters import MemoryPolicy, Store, open_store
@@ -20,11 +21,65 @@ from adapters.shadow import ShadowEngine
 from adapters.staged import StagedEngine
 from adapters.stores.memory import MemoryStore
 from adapters.summarizer import CachingSummarizer
+from compat._render import BufferRenderer
+from compat.config import ShadowConfig, StagedConfig
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["Engine", "build_engine"]
+__all__ = ["Engine", "Runtime", "build_engine", "open_memory_store", "resolve_policy"]
+
+
+class Runtime:
+    """A memory's collaborators: its engine, store and policy, the legacy adopter, the
+    string renderer, the private thread of an unbound in-memory memory."""
+
+    __slots__ = ("backend", "store", "policy", "private_thread", "adopter", "renderer",
+                 "checkpointer", "borrowed")
+
+    def __init__(self) -> None:
+        self.private_thread = f"private-{uuid.uuid4()}"
+        self.adopter: Any = None
+        self.renderer: BufferRenderer | None = None
+        self.checkpointer: Any = None
+        self.borrowed = False  # a store shared by the memories on one database
+        self.backend: Engine
+        self.store: Store
+        self.policy: MemoryPolicy
+
+
+def resolve_policy(policy: MemoryPolicy | None, max_token_limit: int | None,
+                   prompt: Any, default_limit: int) -> MemoryPolicy:
+    """The policy a memory follows: ``policy=``, else stock's ``max_token_limit`` (default
+    ``default_limit``); a contradiction between the two is refused; ``prompt=`` replaces the
+    summary prompt."""
+    from dataclasses import replace
+
+    if policy is None:
+        policy = MemoryPolicy(max_tokens=max_token_limit or default_limit)
+    elif max_token_limit is not None and max_token_limit != policy.max_tokens:
+        raise ConfigError(f"max_token_limit={max_token_limit} conflicts with "
+                          f"policy.max_tokens={policy.max_tokens}; pass one of them")
+    if prompt is not None:
+        policy = replace(policy, summary_prompt=prompt)
+    return policy
+
+
+def open_memory_store(url: Any, history: Any) -> tuple[Store, bool]:
+    """The store a memory runs on, and whether it is borrowed (shared, not closed with the
+    memory): ``url`` (``store=`` or ``$MEMSHIFT_STORE``), else where a ``chat_memory=``
+    history lives (its SQL database: memshift's tables beside it), else in memory."""
+    from compat._adopt import (
+        explicit_memory_store_warning, history_store, is_persistent, shared_store,
+    )
+
+    if url is None and history is not None:
+        derived = history_store(history)
+        if derived is not None:
+            return shared_store(derived), True
+    elif url in ("memory", "memory://") and history is not None and is_persistent(history):
+        explicit_memory_store_warning(history)
+    return open_store(url), False
 
 
 def _share(value: float | None, env: str, default: str) -> float:
@@ -50,53 +105,56 @@ def _one(memory: SummaryMemory, name: str, policy: MemoryPolicy, summarizer: Any
                         owns_transcript=owns_transcript)
 
 
-def _shadow(memory: SummaryMemory, primary: Engine, candidate: MemoryEngine) -> ShadowEngine:
-    if not 0 < memory.shadow_timeout <= 3600:
-        raise ConfigError(f"shadow_timeout must be seconds in (0, 3600], got {memory.shadow_timeout}")
+def _shadow(config: ShadowConfig, primary: Engine, candidate: MemoryEngine) -> ShadowEngine:
+    if not 0 < config.timeout <= 3600:
+        raise ConfigError(f"shadow_timeout must be seconds in (0, 3600], got {config.timeout}")
     return ShadowEngine(
         primary=primary, candidate=candidate,
-        sample=_share(memory.shadow_sample, "MEMSHIFT_SHADOW_SAMPLE", "1"),
-        on_mismatch=memory.on_mismatch,
-        log_path=memory.shadow_log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
-        timeout=memory.shadow_timeout)
+        sample=_share(config.sample, "MEMSHIFT_SHADOW_SAMPLE", "1"),
+        on_mismatch=config.on_mismatch,
+        log_path=config.log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
+        timeout=config.timeout, raise_on_mismatch=config.raise_on_mismatch)
 
 
 def build_engine(memory: SummaryMemory, name: str, summarizer: Any, store: Store) -> Engine:
-    """The engine for backend ``name`` (already validated) over ``store``."""
+    """The engine for backend ``name`` (already validated) over ``store``, from the memory's
+    public settings (policy, style, ``shadow``/``staged`` configs)."""
     policy = memory.active_policy
     route: dict[str, Any] = {"move_on_touch": memory.move_on_touch}
+    staged, shadow = memory.staged or StagedConfig(), memory.shadow
     if name == "staged":
-        target = open_store(memory.target_store) if memory.target_store is not None else store
+        target = open_store(staged.target_store) if staged.target_store is not None else store
         classic: Engine = _one(memory, "classic", policy, summarizer, store)
-        if memory.shadow_sample is not None:  # measure the next cohort before it moves
+        if shadow is not None and shadow.sample is not None:  # the next cohort, measured
             shared = CachingSummarizer(summarizer)
-            classic = _shadow(memory, _one(memory, "classic", policy, shared, store),
+            classic = _shadow(shadow, _one(memory, "classic", policy, shared, store),
                               _one(memory, "middleware", policy, shared, target,
                                    owns_transcript=False))
         return StagedEngine(classic=classic,
                             middleware=_one(memory, "middleware", policy, summarizer, target),
-                            rollout=_share(memory.rollout, "MEMSHIFT_ROLLOUT", "0"),
-                            route=memory.route, **route)
-    if memory.target_store is not None:
+                            rollout=_share(staged.rollout, "MEMSHIFT_ROLLOUT", "0"),
+                            route=staged.route, **route)
+    if staged.target_store is not None:
         raise ConfigError("target_store= is for backend='staged' (the middleware side on "
                           "another store)")
     if name != "shadow":
         return StagedEngine(classic=_one(memory, "classic", policy, summarizer, store),
                             middleware=_one(memory, "middleware", policy, summarizer, store),
                             fixed=name, **route)
-    if memory.primary not in ("classic", "middleware") or \
-            memory.candidate not in ("classic", "middleware"):
+    shadow = shadow or ShadowConfig()
+    if shadow.primary not in ("classic", "middleware") or \
+            shadow.candidate not in ("classic", "middleware"):
         raise ConfigError(f"shadow compares 'classic' and 'middleware', got primary="
-                          f"{memory.primary!r}, candidate={memory.candidate!r}")
-    if memory.primary == memory.candidate and memory.candidate_policy is None:
+                          f"{shadow.primary!r}, candidate={shadow.candidate!r}")
+    if shadow.primary == shadow.candidate and shadow.candidate_policy is None:
         raise ConfigError("shadow needs two different backends or a candidate_policy")
     shared = CachingSummarizer(summarizer)  # one summary when both sides fold the same input
     primary = StagedEngine(classic=_one(memory, "classic", policy, shared, store),
                            middleware=_one(memory, "middleware", policy, shared, store),
-                           fixed=memory.primary, **route)
+                           fixed=shadow.primary, **route)
     # a candidate of the primary's own backend would write the primary's rows: it mirrors
     # into a private in-process store instead
-    mirror_store = MemoryStore() if memory.primary == memory.candidate else store
-    return _shadow(memory, primary, _one(memory, memory.candidate,
-                                         memory.candidate_policy or policy, shared,
+    mirror_store = MemoryStore() if shadow.primary == shadow.candidate else store
+    return _shadow(shadow, primary, _one(memory, shadow.candidate,
+                                         shadow.candidate_policy or policy, shared,
                                          mirror_store, owns_transcript=False))

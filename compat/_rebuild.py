@@ -12,7 +12,9 @@ from langchain_core.messages import SystemMessage
 from adapters import MemoryPolicy, ThreadRecord
 from adapters.fold import FoldRecord
 from adapters.summarizer import build_summarizer
-from compat._turns import split_turns
+from adapters.engine import MemoryEngine
+from adapters.stores.memory import MemoryStore
+from compat._turns import as_messages, split_turns
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
@@ -34,20 +36,21 @@ def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None)
 def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
                    policy: MemoryPolicy | None = None, summarizer: Any = None,
                    backend: str | None = None) -> ThreadRecord:
-    """Replay the transcript turn by turn through a scratch memory with ``policy``, on
-    ``backend`` (default: the one the memory serves new threads from; both give the same
-    record). A summarizer failure raises ``SummarizerError`` (nothing is half-rebuilt)."""
-    from compat.memory import SummaryMemory
-
+    """Replay the transcript turn by turn through a scratch engine (``backend`` over a fresh
+    in-memory store, with ``policy`` and the memory's style) — by default the backend the
+    memory serves the thread from; both give the same record. A summarizer failure raises
+    ``SummarizerError`` (nothing is half-rebuilt)."""
     policy = replace(policy or memory.active_policy, on_summary_error="raise",
                      preferences_store=None)
     backend = backend or memory.backend_impl.serving(thread_id)
-    scratch = SummaryMemory(backend=backend, policy=policy, store="memory",
-                            summarizer=summarizer or memory.backend_impl.summarizer,
-                            human_prefix=memory.human_prefix, ai_prefix=memory.ai_prefix)
+    scratch = MemoryEngine(backend, policy=policy, store=MemoryStore(),
+                           summarizer=summarizer or memory.backend_impl.summarizer,
+                           llm=memory.llm, human_prefix=memory.human_prefix,
+                           ai_prefix=memory.ai_prefix,
+                           summary_message_cls=memory.summary_message_cls)
     try:
         for turn in split_turns(list(transcript)):
-            scratch.save_messages(thread_id, turn)
+            scratch.save(thread_id, as_messages(turn))
         view = scratch.load(thread_id)
     finally:
         scratch.close()

@@ -1,4 +1,5 @@
-"""The stock ``ConversationSummaryBufferMemory`` surface, on the bound thread.
+"""The stock surfaces: ``ConversationSummaryBufferMemory``'s attributes on the bound thread,
+and the chat histories ``RunnableWithMessageHistory`` takes.
 
 Legacy code reads ``memory.chat_memory.messages``, sets ``memory.moving_summary_buffer``,
 calls ``predict_new_summary`` and ``prune()``; LangChain's own tests do too. Each works like
@@ -9,21 +10,25 @@ stock on the bound thread (an unbound memory on a persistent store raises
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, get_buffer_string
 
-from adapters import ThreadRecord
+from adapters import MemoryView, ThreadRecord
 from adapters.summarizer import run_summarizer
-from compat._turns import split_turns
+from compat._turns import as_turn, resolve_input, resolve_output, split_turns
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["StockSurface", "WindowHistory"]
+__all__ = ["MemshiftChatHistory", "StockSurface", "WindowHistory"]
 
+# memory.<name>(...) moved to compat.admin.<name>(memory, ...): registered by compat/__init__.py
+# (this package's facade does not import compat.admin)
+MOVED: dict[str, Any] = {}
 # stock names with no memshift equivalent -> what to use instead
 _INSTEAD = {
     "validate_prompt_input_variables": "nothing: SummaryMemory validates its prompt at construction",
@@ -64,11 +69,85 @@ class WindowHistory(BaseChatMessageHistory):
 
 
 class StockSurface:
-    """Mixed into ``SummaryMemory``: the stock attributes, each on the bound thread."""
+    """Mixed into ``SummaryMemory``: the stock ``BaseMemory`` API (``load_memory_variables``,
+    ``save_context``, ``clear`` and their async twins, rendered as stock renders them) and the
+    stock attributes, each on the bound thread."""
+
+    @property
+    def memory_variables(self: SummaryMemory) -> list[str]:  # type: ignore[misc]
+        return [self.memory_key]
+
+    def prompt_messages(self: SummaryMemory, view: MemoryView) -> list[BaseMessage]:  # type: ignore[misc]
+        """What an old chain receives: the summary as ``summary_message_cls`` (``SystemMessage``
+        by default, like stock classic) then the window, whichever backend is active, so the
+        flag never changes a prompt. ``create_agent`` keeps the middleware's own placement."""
+        head = [self.summary_message_cls(content=view.summary)] if view.summary else []
+        return [*head, *view.messages]
+
+    def _render(self: SummaryMemory, view: MemoryView, rt: Any) -> dict[str, Any]:  # type: ignore[misc]
+        if rt.renderer is not None and not self.return_messages:
+            return {self.memory_key: rt.renderer.render(
+                view.thread_id, view.summary, view.messages,
+                (self.human_prefix, self.ai_prefix, self.summary_message_cls))}
+        messages = self.prompt_messages(view)
+        return {self.memory_key: messages if self.return_messages else get_buffer_string(
+            messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)}
+
+    def load_memory_variables(self: SummaryMemory,  # type: ignore[misc]
+                              inputs: dict[str, Any]) -> dict[str, Any]:
+        rt = self._rt
+        tid = self._touch((inputs or {}).get(self.thread_key), rt)
+        # a string rendering only reads: no copy of the window
+        return self._render(rt.backend.load(tid, self.return_messages), rt)
+
+    async def aload_memory_variables(self: SummaryMemory,  # type: ignore[misc]
+                                     inputs: dict[str, Any]) -> dict[str, Any]:
+        rt = self._rt
+        tid = self._touch((inputs or {}).get(self.thread_key), rt)
+        return self._render(await rt.backend.aload(tid, self.return_messages), rt)
+
+    def _turn_from(self: SummaryMemory, inputs: dict[str, Any],  # type: ignore[misc]
+                   outputs: dict[str, Any]) -> tuple[str, list]:
+        tid = self._thread(inputs.get(self.thread_key))
+        human = resolve_input(inputs, input_key=self.input_key,
+                              memory_variables=self.memory_variables, thread_key=self.thread_key)
+        ai = resolve_output(outputs, output_key=self.output_key, owner=type(self).__name__)
+        return tid, as_turn(human, ai)
+
+    def save_context(self: SummaryMemory, inputs: dict[str, Any],  # type: ignore[misc]
+                     outputs: dict[str, Any]) -> None:
+        self._save(*self._turn_from(inputs, outputs))
+
+    async def asave_context(self: SummaryMemory, inputs: dict[str, Any],  # type: ignore[misc]
+                            outputs: dict[str, Any]) -> None:
+        await self._asave(*self._turn_from(inputs, outputs))
+
+    def clear(self: SummaryMemory, thread_id: str | None = None) -> None:  # type: ignore[misc]
+        """Forget the thread's summary and window (the audit transcript is kept); a legacy
+        history written through is cleared too, as stock's ``clear()`` does."""
+        rt = self._rt
+        rt.backend.clear(tid := self._touch(thread_id, rt))  # adopted first, or it comes back
+        if rt.adopter is not None:
+            rt.adopter.clear(tid)
+
+    async def aclear(self: SummaryMemory,  # type: ignore[misc]
+                     thread_id: str | None = None) -> None:
+        rt = self._rt
+        await rt.backend.aclear(tid := self._touch(thread_id, rt))
+        if rt.adopter is not None:
+            rt.adopter.clear(tid)
 
     @property
     def chat_memory(self: SummaryMemory) -> WindowHistory:  # type: ignore[misc]
         return WindowHistory(self, self._thread(None))
+
+    @property
+    def buffer(self: SummaryMemory) -> Any:  # type: ignore[misc]
+        """The bound thread's rendering, as ``load_memory_variables`` gives it."""
+        return self.load_memory_variables({})[self.memory_key]
+
+    async def abuffer(self: SummaryMemory) -> Any:  # type: ignore[misc]
+        return (await self.aload_memory_variables({}))[self.memory_key]
 
     @property
     def moving_summary_buffer(self: SummaryMemory) -> str:  # type: ignore[misc]
@@ -78,14 +157,14 @@ class StockSurface:
     def moving_summary_buffer(self: SummaryMemory, summary: str) -> None:  # type: ignore[misc]
         """Replace the running summary, keeping the window and the fold count."""
         view = self.load()
-        self._backend.restore(ThreadRecord(view.thread_id, str(summary), view.messages,
+        self._rt.backend.restore(ThreadRecord(view.thread_id, str(summary), view.messages,
                                            view.folds))
 
     def predict_new_summary(self: SummaryMemory, messages: list[BaseMessage],  # type: ignore[misc]
                             existing_summary: str) -> str:
         """The summarizer on ``messages`` onto ``existing_summary`` (nothing is stored)."""
         policy = self.active_policy
-        return run_summarizer(self._backend.summarizer, existing_summary, messages,
+        return run_summarizer(self._rt.backend.summarizer, existing_summary, messages,
                               retries=policy.summary_retries, timeout=policy.summary_timeout,
                               max_tokens=policy.max_summary_tokens, counter=policy.counter)
 
@@ -96,18 +175,31 @@ class StockSurface:
 
         policy = self.active_policy
         return await run_async(summarize_steps(
-            self._backend.summarizer, existing_summary, messages,
+            self._rt.backend.summarizer, existing_summary, messages,
             retries=policy.summary_retries, timeout=policy.summary_timeout,
             max_tokens=policy.max_summary_tokens, counter=policy.counter))
 
     def prune(self: SummaryMemory) -> None:  # type: ignore[misc]
         """Fold the bound thread now if it is over the policy's limit."""
-        self._backend.prune(self._thread(None))
+        self._rt.backend.prune(self._thread(None))
 
     async def aprune(self: SummaryMemory) -> None:  # type: ignore[misc]
-        await self._backend.aprune(self._thread(None))
+        await self._rt.backend.aprune(self._thread(None))
+
+    # -- moved to compat.admin (deprecated aliases for one minor version) ------------------
+    @classmethod
+    def read_only(cls, store: str, backend: str = "classic", **kwargs: Any) -> SummaryMemory:
+        """Deprecated: ``compat.admin.open_read_only(url)``."""
+        warnings.warn("SummaryMemory.read_only is compat.admin.open_read_only",
+                      DeprecationWarning, stacklevel=2)
+        return MOVED["open_read_only"](store, backend=backend, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        function = MOVED.get(name) if name[0] != "_" and name != "open_read_only" else None
+        if function is not None:
+            warnings.warn(f"memory.{name}(...) is compat.admin.{name}(memory, ...)",
+                          DeprecationWarning, stacklevel=2)
+            return lambda *args, **kwargs: function(self, *args, **kwargs)
         try:
             return super().__getattr__(name)  # type: ignore[misc]
         except AttributeError:
@@ -116,3 +208,22 @@ class StockSurface:
                     f"SummaryMemory has no stock attribute {name!r}; use {_INSTEAD[name]}") from None
             raise
 
+
+class MemshiftChatHistory(BaseChatMessageHistory):
+    """``messages`` is the summarized view; ``add_messages`` saves turn by turn."""
+
+    def __init__(self, memory: SummaryMemory, session_id: str) -> None:
+        self.memory = memory
+        self.session_id = session_id
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        return self.memory.prompt_messages(self.memory.load(self.session_id))
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        # RunnableWithMessageHistory hands over [human, ai] once per turn.
+        for turn in split_turns(list(messages)):
+            self.memory.save_messages(self.session_id, turn)
+
+    def clear(self) -> None:
+        self.memory.clear(self.session_id)

@@ -1,9 +1,16 @@
-"""Normalising what users hand to ``save`` into stored messages (text only, with ids)."""
+"""What users hand to the memory, as memshift stores it: thread ids, turns of messages, and
+the input/output key rules of the classic drop-in API (the same rules and messages as stock
+``BaseChatMemory._get_input_output``; the thread key is removed first so it is never mistaken
+for the prompt's input)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import uuid
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from langchain_classic.memory.utils import get_prompt_input_key
 
 from langchain_core.messages import (
     AIMessage,
@@ -13,12 +20,14 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 
-from adapters.errors import ContentError, InvalidThreadId
+from adapters.errors import ContentError, InputKeyError, InvalidThreadId
 from adapters.view import OwnedTurn, detach, new_message
 
-__all__ = ["as_turn", "check_thread_id", "split_turns"]
+__all__ = ["as_messages", "as_turn", "check_thread_id", "resolve_input", "resolve_output",
+           "split_turns", "stable_id", "stable_ids"]
 
 MAX_THREAD_ID_LENGTH = 1024
+_ID_NAMESPACE = uuid.UUID("6d656d73-6869-6674-2d6d-696772617465")
 
 
 def check_thread_id(thread_id: Any) -> str:
@@ -124,3 +133,58 @@ def split_turns(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
         else:
             turns[-1].append(message)
     return turns
+
+
+def resolve_input(
+    inputs: Mapping[str, Any], *, input_key: str | None, memory_variables: Sequence[str],
+    thread_key: str,
+) -> Any:
+    if input_key is None:
+        visible = {k: v for k, v in inputs.items() if k != thread_key}
+        try:
+            input_key = get_prompt_input_key(visible, list(memory_variables))
+        except ValueError as exc:
+            raise InputKeyError(f"{exc}; set input_key= to choose one") from exc
+    if input_key not in inputs:
+        raise InputKeyError(f"input key {input_key!r} not found in inputs {sorted(inputs)}")
+    return inputs[input_key]
+
+
+def resolve_output(outputs: Mapping[str, Any], *, output_key: str | None, owner: str) -> Any:
+    if output_key is None:
+        if len(outputs) == 1:
+            output_key = next(iter(outputs))
+        elif "output" in outputs:
+            output_key = "output"
+            warnings.warn(
+                f"'{owner}' got multiple output keys: {outputs.keys()}. The default 'output' "
+                "key is being used. If this is not desired, please manually set 'output_key'.",
+                stacklevel=4,
+            )
+        else:
+            raise InputKeyError(
+                f"Got multiple output keys: {outputs.keys()}, cannot determine which to store "
+                "in memory. Please set the 'output_key' explicitly."
+            )
+    if output_key not in outputs:
+        raise InputKeyError(f"output key {output_key!r} not found in outputs {sorted(outputs)}")
+    return outputs[output_key]
+
+
+def stable_id(thread_id: str, index: int, message: BaseMessage) -> str:
+    """The message's id, or a deterministic one from its place in the thread's history."""
+    if message.id is not None:
+        return message.id
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{thread_id}\x00{index}\x00{message.type}"
+                                         f"\x00{message.content}"))
+
+
+def stable_ids(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Give id-less messages a deterministic id, so re-running a migration duplicates nothing."""
+    out = []
+    for index, message in enumerate(messages):
+        if message.id is None:
+            message = message.model_copy()
+            message.id = stable_id(thread_id, index, message)
+        out.append(message)
+    return out

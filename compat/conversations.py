@@ -1,21 +1,35 @@
-"""Replay files: one JSON object per line, read into per-thread turns.
+"""Replay files: one JSON object per line, read into per-thread turns; and the discard
+strategies a replay shows beside summary memory.
 
 ``{"thread_id", "role": "human"|"ai"|"tool"|"system", "content", "tool_calls"?,
 "tool_call_id"?}``. Bad lines raise ``ReplayFormatError`` naming the line number.
+
+Baselines, from the source documents: ``trim`` is LangChain's ``trim_messages`` (token
+strategy ``"last"``, starting on a human message, the same history budget as the policy);
+``filter`` is ``filter_messages`` keeping human and AI text only (tool calls and results
+dropped). Facts are marked tokens (``FACT-<thread>-<n>``) in the bundled conversations, so
+what survives is counted exactly.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, filter_messages,
+    trim_messages,
+)
 
+from adapters import MemoryPolicy
 from adapters.errors import ConfigError
+from adapters.tokens import message_text
 
-__all__ = ["ReplayFormatError", "Turn", "iter_turns", "read_messages"]
+__all__ = ["BASELINES", "FACT", "ReplayFormatError", "Turn", "baseline_history", "facts_in",
+           "iter_turns", "read_messages"]
 
 _ROLES = {"human", "ai", "tool", "system"}
 
@@ -92,3 +106,23 @@ def iter_turns(lines: Iterable[tuple[int, str, BaseMessage]]) -> Iterator[Turn]:
         if isinstance(message, AIMessage) and not message.tool_calls:
             yield pending.pop(thread)
     yield from pending.values()
+
+
+BASELINES = ("trim", "filter")
+FACT = re.compile(r"FACT-[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*-\d+")
+
+
+def baseline_history(name: str, history: Sequence[BaseMessage], policy: MemoryPolicy) -> list[BaseMessage]:
+    """What the strategy would send as history (before the new question)."""
+    if name == "trim":
+        return trim_messages(list(history), max_tokens=policy.max_tokens or 10**9,
+                             token_counter=policy.counter, strategy="last", start_on="human",
+                             include_system=True, allow_partial=False)
+    if name == "filter":
+        return filter_messages(list(history), include_types=["human", "ai"], exclude_tool_calls=True)
+    raise ValueError(f"unknown baseline {name!r}; use one of {BASELINES}")
+
+
+def facts_in(messages: Sequence[BaseMessage], extra: str = "") -> set[str]:
+    text = extra + "\n" + "\n".join(message_text(m) for m in messages)
+    return set(FACT.findall(text))

@@ -11,6 +11,7 @@ command that fixes it) make it exit 1.
 
 from __future__ import annotations
 
+from compat import admin
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,8 +111,8 @@ def diagnose(url: str, *, limit: int | None = None,
              on_thread: Callable[[str], None] | None = None) -> Diagnosis:
     """Read ``url`` (a sqlite:/// or postgresql:// memshift store) and report; ``limit``:
     look at the first N threads only. Nothing is written."""
-    from compat._cli_common import show_url
-    from compat._cli_readonly import open_read_only, read_engine, table_names
+    from adapters.stores.url import show_url
+    from adapters.stores.readonly import open_read_only, read_engine, table_names
     from compat.memory import SummaryMemory
 
     diagnosis = Diagnosis(store=show_url(url), versions=_versions())
@@ -140,14 +141,14 @@ def diagnose(url: str, *, limit: int | None = None,
     classic, middleware = memory.backend_impl.leaves()[:2]
     unrecorded: Counter[str] = Counter()
     try:
-        for n, thread_id in enumerate(memory.iter_thread_ids()):
+        for n, thread_id in enumerate(admin.iter_thread_ids(memory)):
             if limit is not None and n >= limit:
                 break
             diagnosis.threads += 1
             if on_thread is not None:
                 on_thread(thread_id)
             leaves = {"classic": classic, "middleware": middleware}
-            placement = memory.placement(thread_id)
+            placement = admin.placement(memory, thread_id)
             if placement is not None:  # the record decides: is there anything where it says?
                 if not _has_state(leaves[placement.backend].load(thread_id)):
                     diagnosis.empty.append(thread_id)

@@ -36,7 +36,9 @@ from adapters import MemoryPolicy, ThreadRecord, compare_views
 from adapters.view import MemoryView, message_signature
 from compat._rebuild import rebuild_fold_record, rebuild_record
 from compat.memory import SummaryMemory
-from compat.sources import SourceThread, ThreadSource, as_source, last_transcript_id
+from compat.admin import last_transcript_id
+from compat.sources import SourceThread, ThreadSource, as_source
+from compat import admin
 
 __all__ = ["MigrationReport", "migrate"]
 
@@ -299,4 +301,4 @@ def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | N
                                started=started)
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
-    return target.restore_thread(record, fold_record=fold, expect_last_id=expect_last_id)
+    return admin.restore_thread(target, record, fold_record=fold, expect_last_id=expect_last_id)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from adapters import MemoryPolicy, compare_views
 from adapters.summarizer import CachingSummarizer, Summarizer, build_summarizer
-from compat.baselines import baseline_history, facts_in
-from compat.conversations import Turn, iter_turns, read_messages
+from compat.conversations import Turn, baseline_history, facts_in, iter_turns, read_messages
 from compat.memory import SummaryMemory
 
 __all__ = ["DEFAULT_REPLAY_POLICY", "ReplayReport", "TurnResult", "replay", "replay_file"]

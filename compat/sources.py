@@ -10,7 +10,6 @@ thread (the summary is the tagged HumanMessage).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -21,6 +20,7 @@ from adapters import ThreadRecord
 from adapters.stores import sqlalchemy_url
 from adapters._upstream import saver_cursor
 from adapters.backends.middleware import split_summary
+from compat._turns import stable_id, stable_ids
 from compat.memory import SummaryMemory
 
 __all__ = [
@@ -31,12 +31,10 @@ __all__ = [
     "SummaryMemorySource",
     "ThreadSource",
     "as_source",
-    "last_transcript_id",
     "stable_id",
     "stable_ids",
 ]
 
-_ID_NAMESPACE = uuid.UUID("6d656d73-6869-6674-2d6d-696772617465")
 
 
 @dataclass(frozen=True)
@@ -55,33 +53,6 @@ class ThreadSource(Protocol):
     def read(self, thread_id: str) -> SourceThread | None: ...
 
 
-def stable_id(thread_id: str, index: int, message: BaseMessage) -> str:
-    """The message's id, or a deterministic one from its place in the thread's history."""
-    if message.id is not None:
-        return message.id
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{thread_id}\x00{index}\x00{message.type}"
-                                         f"\x00{message.content}"))
-
-
-def stable_ids(thread_id: str, messages: list[BaseMessage]) -> list[BaseMessage]:
-    """Give id-less messages a deterministic id, so re-running a migration duplicates nothing."""
-    out = []
-    for index, message in enumerate(messages):
-        if message.id is None:
-            message = message.model_copy()
-            message.id = stable_id(thread_id, index, message)
-        out.append(message)
-    return out
-
-
-def last_transcript_id(memory: SummaryMemory, thread_id: str) -> str | None:
-    """The id of the thread's newest transcript message where it lives (one small read)."""
-    store = memory.backend_impl.locate(thread_id, move=False).store
-    with store.guard("read the transcript's newest id"), store.snapshot(thread_id) as tx:
-        ids = store.last_ids(tx, 1)
-    return ids[0] if ids else None
-
-
 class MemorySource:
     """A memshift ``SummaryMemory`` (either backend, any store)."""
 
@@ -90,10 +61,14 @@ class MemorySource:
         self.name = f"memshift {memory.backend_name} ({memory.store_url})"
 
     def iter_thread_ids(self) -> Iterator[str]:
-        return self.memory.iter_thread_ids()
+        from compat.admin import iter_thread_ids
+
+        return iter_thread_ids(self.memory)
 
     def last_id(self, thread_id: str) -> str | None:
         """The newest message's id (what a delta pass compares), without reading the thread."""
+        from compat.admin import last_transcript_id
+
         return last_transcript_id(self.memory, thread_id)
 
     def read(self, thread_id: str) -> SourceThread | None:

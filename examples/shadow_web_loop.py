@@ -50,9 +50,9 @@ def main() -> int:
     sessions = ["web:alice", "web:bob", "web:carol"]
     for n in range(args.requests):
         handle({"session": sessions[n % 3], "q": f"request {n}: remember code {n * 11}"})
+    memory.close()  # waits for the candidate's queued writes and comparisons
     print(f"backend={memory.backend_name} requests={args.requests} "
           f"comparisons={memory.backend_impl.compared} mismatches={len(memory.mismatches)}")
-    memory.close()
     return 0 if (len(memory.mismatches) == 0) == (candidate is None) else 1
 
 

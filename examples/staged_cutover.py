@@ -22,6 +22,7 @@ warnings.filterwarnings("ignore")
 from adapters import MemoryPolicy, compare_views, open_store  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.conversations import iter_turns, read_messages  # noqa: E402
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=400, keep_tokens=200)
 
@@ -44,8 +45,8 @@ def main() -> int:
                 mismatches += 1
                 print(f"MISMATCH {turn.thread_id}: {diffs[0]}")
         threads = sorted({t.thread_id for t in turns})
-        on = {b: sum(memory.placement(t).backend == b for t in threads
-                     if memory.placement(t) is not None) for b in ("classic", "middleware")}
+        on = {b: sum(admin.placement(memory, t).backend == b for t in threads
+                     if admin.placement(memory, t) is not None) for b in ("classic", "middleware")}
         print(f"rollout {rollout:.1f}: {on['classic']} thread(s) on classic, "
               f"{on['middleware']} on middleware, {memory.backend_impl.moves} moved")
     print(f"turns: {len(turns)}  mismatches with the classic twin: {mismatches}")

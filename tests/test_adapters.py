@@ -8,6 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from adapters import MemoryPolicy
 from compat import ConfigError, SummaryMemory
 from compat.testing import RecordingSummarizer
+from compat import admin
 
 
 def test_middleware_never_trims_what_it_summarizes() -> None:
@@ -104,7 +105,7 @@ def test_a_model_that_ignores_the_cap_cannot_grow_the_next_prompt(backend: str) 
     memory = SummaryMemory(backend=backend, llm=Rambling(responses=["x"]), policy=policy)
     for i in range(12):
         memory.save("t", *filler_turn("t", i, 10))
-    records = memory.summary_history("t")
+    records = admin.summary_history(memory, "t")
     assert any("exceeds max_summary_tokens=64" in (r["error"] or "") for r in records)
     assert all(r["summary_tokens"] <= 64 for r in records if not r["error"])
     assert memory.load("t").folds >= 1 and "ramble" not in memory.load("t").summary

@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from adapters import ConfigError, MemoryPolicy
 from compat import SummaryMemory, cli
 from compat.testing.conversations import filler_turn
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
 BACKENDS = ["classic", "middleware"]
@@ -48,7 +49,7 @@ def test_a_stock_message_store_is_adopted_at_first_touch(backend: str, kind: str
             assert view.messages, f"{tid}: existing history invisible"
             assert f"FACT-{tid}-5 " in text and view.folds >= 1
             assert len(memory.transcript(tid)) == 12
-            assert memory.summary_history(tid)[-1]["trigger"].startswith("adopted")
+            assert admin.summary_history(memory, tid)[-1]["trigger"].startswith("adopted")
         memory.save("user-0", *filler_turn("user-0", 6, 8))
         assert len(memory.transcript("user-0")) == 14
     with SummaryMemory(backend=backend, store=url, policy=POLICY) as again:  # adopted once
@@ -72,7 +73,7 @@ def test_migrate_table_always_reads_that_table(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert code == 0 and "stock classic history" in out
     with SummaryMemory(backend="middleware", store=f"sqlite:///{tmp_path}/new.db", policy=POLICY) as new:
-        assert sorted(new.thread_ids()) == ["user-0", "user-1", "user-2"]
+        assert sorted(admin.thread_ids(new)) == ["user-0", "user-1", "user-2"]
 
 
 def _histories(tmp_path: Path) -> dict:

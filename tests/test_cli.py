@@ -16,6 +16,7 @@ import pytest
 from adapters import MemoryPolicy
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
+from compat import admin
 from tests.conftest import ROOT
 
 APP = MemoryPolicy(max_tokens=200, keep_tokens=100)  # what "the app" used: not the 2000 default
@@ -216,7 +217,7 @@ def test_the_recorded_policy_is_used_and_a_contradiction_refused(tmp_path: Path)
     assert "policy (recorded in sqlite:///" in done
     assert "fold when the window exceeds 200 tokens; keep 100" in done
     with SummaryMemory(backend="middleware", store=target, policy=APP) as memory:
-        record = memory.summary_history(ids[0])[-1]
+        record = admin.summary_history(memory, ids[0])[-1]
     assert record["trigger"].startswith("migrated from") and record["policy"]["max_tokens"] == 200
 
     same = json.loads(memshift(*migrate, "--max-tokens", "200", "--json", check=0).stdout)
@@ -237,8 +238,8 @@ def test_mixed_policies_are_reported_and_each_thread_keeps_its_own(tmp_path: Pat
     assert result["policy"]["origin"] == "mixed"
     assert sorted(p["threads"] for p in result["policy"]["recorded"]) == [1, 2]
     with SummaryMemory(backend="middleware", store=target, policy=APP) as memory:
-        assert memory.summary_history("wide0")[-1]["policy"]["max_tokens"] == 150
-        assert memory.summary_history("small1")[-1]["policy"]["max_tokens"] == 200
+        assert admin.summary_history(memory, "wide0")[-1]["policy"]["max_tokens"] == 150
+        assert admin.summary_history(memory, "small1")[-1]["policy"]["max_tokens"] == 200
     conversation = str(ROOT / "examples" / "conversations" / "lance_49ers.jsonl")
     refused = memshift("replay", conversation, "--store", source, check=2)
     assert "2 different policies" in errors(refused.stderr)[0]

@@ -9,6 +9,7 @@ import pytest
 from adapters import MemoryPolicy, compare_views
 from compat import SummaryMemory, cli
 from compat.testing.conversations import filler_turn
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=2000)  # the CLI's default policy
 
@@ -50,7 +51,7 @@ def test_dry_run_and_threads_file(tmp_path, fresh_store, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert code == 0 and re.search(r"would migrate\s+2\s", out) and "(dry run)" in out
     with SummaryMemory(backend="middleware", store=target_url) as target:
-        assert target.thread_ids() == []
+        assert admin.thread_ids(target) == []
 
 
 def test_failed_threads_make_the_exit_code_non_zero(tmp_path, fresh_store,

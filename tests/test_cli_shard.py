@@ -13,7 +13,7 @@ import pytest
 from adapters import compare_views
 from adapters.view import message_signature
 from compat import SummaryMemory
-from compat._cli_common import in_shard
+from compat.cli._common import in_shard
 from tests.conftest import ROOT
 from tests.test_cli import APP, memshift, seed
 

@@ -10,6 +10,7 @@ import pytest
 from adapters import MemoryPolicy
 from compat import SummaryMemory, cli
 from compat.testing import filler_turn
+from compat import admin
 from tests.test_adopt import _stock_store
 
 POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
@@ -29,7 +30,7 @@ def test_doctor_finds_the_thread_a_path_would_guess_and_the_fix_clears_it(
         for t in ("a", "b"):
             for i in range(3):
                 memory.save(t, *filler_turn(t, i, 8))
-        memory.pin("b", "middleware")
+        admin.pin(memory, "b", "middleware")
         memory.load("user-0")  # one stock session adopted
         classic, middleware = memory.backend_impl.leaves()[:2]
         for leaf in (classic, middleware):  # a store written before placements existed:

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from adapters import DeterministicSummarizer, MemoryPolicy, StoreError
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
+from compat import admin
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ["classic", "middleware"]
@@ -153,11 +154,11 @@ def test_failure_between_fold_and_commit_leaves_no_record(backend: str, kind: st
             memory.save("t", *filler_turn("t", i, 8))  # every fold fails to commit; turns stay
         assert hits, "no fold was attempted: the test proved nothing"
         view = memory.load("t")
-        assert view.folds == 0 and view.summary == "" and memory.summary_history("t") == []
+        assert view.folds == 0 and view.summary == "" and admin.summary_history(memory, "t") == []
         assert all(f"FACT-t-{k} " in _text(memory, "t") for k in range(8))
         monkeypatch.setattr(store, "append_fold", real)
         memory.save("t", *filler_turn("t", 99, 8))
-        records = memory.summary_history("t")
+        records = admin.summary_history(memory, "t")
         assert [r["version"] for r in records] == [1] and memory.load("t").folds == 1
 
 
@@ -184,7 +185,7 @@ def test_a_hung_summarizer_times_out_and_the_fold_is_retried_later() -> None:
     with SummaryMemory(backend="middleware", policy=policy, summarizer=gate) as memory:
         for i in range(4):
             memory.save("A", *filler_turn("A", i, 8))  # each fold attempt times out
-        records = memory.summary_history("A")
+        records = admin.summary_history(memory, "A")
         assert records and all("TimeoutError" in (r["error"] or "") for r in records)
         assert memory.load("A").folds == 0
         gate.release.set()

@@ -16,6 +16,7 @@ from adapters.structured import parse_rendered
 from compat import SummaryMemory, SummarizerError, cli
 from compat.testing import RecordingSummarizer, filler_turn
 from compat.testing.conversations import agent_turn
+from compat import admin
 from tests.conftest import BACKENDS
 
 STRUCTURED = MemoryPolicy(max_tokens=120, keep_tokens=40, summary_format="structured")
@@ -85,7 +86,7 @@ def test_fold_records_are_written_persisted_and_logged_without_text(
         memory = SummaryMemory(backend="middleware", store=url,
                                policy=MemoryPolicy(max_tokens=100, keep_tokens=40))
         _filler(memory, "t", 0, 8)
-    records = memory.summary_history("t")
+    records = admin.summary_history(memory, "t")
     view = memory.load("t")
     assert [r["version"] for r in records] == list(range(1, view.folds + 1))
     first = records[0]
@@ -96,7 +97,7 @@ def test_fold_records_are_written_persisted_and_logged_without_text(
     assert first["summarizer"] == "ExtractiveSummarizer"
     assert "FACT-t-" not in caplog.text and "fold thread='t' version=1" in caplog.text
     if store_kind == "sqlite":
-        assert memory.reopen().summary_history("t") == records
+        assert admin.reopen(memory).summary_history("t") == records
     memory.close()
 
 
@@ -109,7 +110,7 @@ def test_failed_folds_are_recorded_too(backend: str) -> None:
     memory = SummaryMemory(backend=backend, summarizer=Down(),
                            policy=MemoryPolicy(max_tokens=60, keep_tokens=30, summary_retries=1))
     _filler(memory, "t", 0, 3)
-    records = memory.summary_history("t")
+    records = admin.summary_history(memory, "t")
     assert records and all(r["error"] and "RuntimeError" in r["error"] for r in records)
     assert memory.load("t").folds == 0
 
@@ -148,10 +149,10 @@ def test_resummarize_after_a_prompt_change(backend: str) -> None:
     assert memory.load("t").summary == "v1 summary"
     new_policy = MemoryPolicy(max_tokens=100, keep_tokens=40,
                               summary_prompt="VERSION 2\n{summary}\n{new_lines}")
-    view = memory.resummarize("t", policy=new_policy)
+    view = admin.resummarize(memory, "t", policy=new_policy)
     assert view.summary == "v2 summary" and view.folds >= 1
     assert [(m.id, m.content) for m in memory.transcript("t")] == transcript
-    last = memory.summary_history("t")[-1]
+    last = admin.summary_history(memory, "t")[-1]
     assert last["trigger"] == "resummarize" and last["prompt_version"] == new_policy.prompt_version
 
 
@@ -166,7 +167,7 @@ def test_resummarize_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "resummarized 2 of 2" in out
     with SummaryMemory(backend="classic", store=url) as memory:
         assert memory.load("a").summary.startswith("Facts:")
-        assert memory.summary_history("a")[-1]["trigger"] == "resummarize"
+        assert admin.summary_history(memory, "a")[-1]["trigger"] == "resummarize"
 
 
 def test_preferences_outlive_the_thread() -> None:
@@ -189,8 +190,8 @@ def test_structured_backends_agree_on_records() -> None:
         m.save("t", HumanMessage("We use Kafka. TODO: add a DLQ.", id="h1"), AIMessage("ok", id="a1"))
         _filler(m, "t", 0, 4)
     assert left.load("t").summary == right.load("t").summary
-    assert [comparable(r) for r in left.summary_history("t")] == \
-        [comparable(r) for r in right.summary_history("t")]
+    assert [comparable(r) for r in admin.summary_history(left, "t")] == \
+        [comparable(r) for r in admin.summary_history(right, "t")]
 
 
 def test_eval_runs_offline_and_prints_per_case_results(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from adapters import ConfigError, MemoryPolicy
 from compat import ContentError, InvalidThreadId, SummaryMemory
+from compat import admin
 
 BACKENDS = ["classic", "middleware"]
 
@@ -157,7 +158,7 @@ def test_summaries_and_messages_are_bounded_by_default() -> None:
     for i in range(6):
         memory.save("t", *filler_turn("t", i, 8))
     assert memory.load("t").folds == 0  # a 50,000-word summary is a failed fold, not stored
-    assert "max_summary_tokens=8000" in memory.summary_history("t")[-1]["error"]
+    assert "max_summary_tokens=8000" in admin.summary_history(memory, "t")[-1]["error"]
     capped = SummaryMemory(policy=MemoryPolicy(max_tokens=100, max_message_tokens=50))
     with pytest.raises(ContentError, match="max_message_tokens=50"):
         capped.save_messages("t", [HumanMessage("x " * 400), AIMessage("ok")])

@@ -197,7 +197,7 @@ def test_a_string_rendering_copies_nothing_and_a_message_view_copies_everything(
     assert len(calls) == 2 and [m.content for m in loaded] == ["hi", "hello"]
     loaded[0].content = "tampered"  # the message view is the caller's; the store is not
     assert [m.content for m in msgs.load().messages] == ["hi", "hello"]
-    assert msgs.transcript(msgs._private_thread)[0].content == "hi"
+    assert msgs.transcript(msgs._rt.private_thread)[0].content == "hi"
 
 
 def test_the_store_keeps_its_own_copy_of_a_turn_shared_by_transcript_and_window() -> None:
@@ -205,7 +205,7 @@ def test_the_store_keeps_its_own_copy_of_a_turn_shared_by_transcript_and_window(
     human, ai = HumanMessage("q", id="q1"), AIMessage("a", id="a1")
     memory.save("t", human, ai)
     human.content, ai.content = "edited by the caller", "edited too"
-    store = memory._store
+    store = memory._rt.store
     window = store.classic._windows["t"].messages
     log = store._transcripts["t"]
     assert [m.content for m in window] == ["q", "a"] and [m.content for m in log] == ["q", "a"]
@@ -261,30 +261,25 @@ def test_fresh_ids_are_unique_uuid4_strings() -> None:
         assert str(parsed) == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
 
 
-def test_private_attributes_read_fast_and_unknown_ones_still_raise() -> None:
-    """A spy on pydantic's private-attribute internals (``__private_attributes__``, the
-    ``__pydantic_private__`` slot): reads through memshift's descriptors, writes through
-    pydantic, copies and subclasses all see the same values."""
-    from compat.memory import _Private
-
-    assert {name for name, value in vars(SummaryMemory).items() if isinstance(value, _Private)} \
-        == set(SummaryMemory.__private_attributes__)
+def test_a_memory_keeps_its_collaborators_in_one_private_attribute() -> None:
+    """One private read per call (``_rt``), shared by the views ``for_thread`` makes; unknown
+    attributes still raise, and the operations that moved to ``compat.admin`` still answer on
+    the memory, with a DeprecationWarning."""
     memory = SummaryMemory(backend="classic", store="memory")
-    assert memory._backend is memory.backend_impl and memory._adopter is None
+    assert memory._rt.backend is memory.backend_impl and memory._rt.adopter is None
     with pytest.raises(AttributeError):
         memory.no_such_attribute  # noqa: B018
     bound = memory.for_thread("t")
-    assert bound._backend is memory._backend
-    marker = object()
-    bound._adopter = marker  # pydantic's __setattr__ writes the slot the descriptor reads
-    assert bound._adopter is marker and bound.__pydantic_private__["_adopter"] is marker
-    assert memory._adopter is None  # the copy has its own private state
+    assert bound._rt is memory._rt and bound.thread_id == "t"
+    bound.save(None, "q", "a")
+    with pytest.warns(DeprecationWarning, match="compat.admin.placement"):
+        assert memory.placement("t").backend == "classic"
 
     class Sub(SummaryMemory):
         pass
     sub = Sub(backend="classic", store="memory")
     sub.save_context({"input": "hi"}, {"output": "hello"})
-    assert sub.buffer == "Human: hi\nAI: hello" and sub._renderer is not None
+    assert sub.buffer == "Human: hi\nAI: hello" and sub._rt.renderer is not None
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.type)

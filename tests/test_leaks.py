@@ -15,6 +15,7 @@ import pytest
 from adapters import MemoryPolicy
 from compat import SummaryMemory
 from compat.testing import filler_turn
+from compat import admin
 
 SECRET = "Zq9#sEcr%t@:/x"
 
@@ -59,7 +60,7 @@ def test_a_working_store_leaks_nothing_anywhere(secret_url: str, tmp_path: Path,
     memory.backend_impl.drain(10)
     texts = [repr(memory), str(memory), str(memory.model_dump()),
              caplog.text, log.read_text() if log.exists() else "",
-             repr(memory.mismatches), str(memory.summary_history("t"))]
+             repr(memory.mismatches), str(admin.summary_history(memory, "t"))]
     assert memory.mismatches, "the differing candidate policy produced no mismatch to check"
     memory.close()
     from langchain_core.messages import AIMessage, HumanMessage

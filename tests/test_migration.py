@@ -16,6 +16,7 @@ from compat import SummaryMemory
 from compat.migration import migrate
 from compat.sources import ClassicHistorySource, GraphSource
 from compat.testing.conversations import agent_turn, filler_turn
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
 THREADS = [f"user-{n}:chat" for n in range(8)]
@@ -73,7 +74,7 @@ def test_dry_run_writes_nothing(fresh_store) -> None:
         _talk(source, range(3))
         report = migrate(source, target, dry_run=True)
         assert len(report.migrated) == 8 and report.dry_run
-        assert target.thread_ids() == [] and target.load(THREADS[0]).messages == []
+        assert admin.thread_ids(target) == [] and target.load(THREADS[0]).messages == []
 
 
 def test_crash_half_way_then_rerun_completes(fresh_store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,7 +218,7 @@ def test_every_target_records_the_migration_with_the_state(target_backend: str) 
     assert report.ok and sorted(report.migrated) == sorted(THREADS[:2])
     for t in THREADS[:2]:
         assert not compare_views(source.load(t), target.load(t))
-        history = target.summary_history(t)
+        history = admin.summary_history(target, t)
         assert [r["trigger"] for r in history] == ["migrated from " + report.source]
         assert history[0]["version"] == source.load(t).folds
 
@@ -234,11 +235,11 @@ def test_restore_thread_writes_a_fold_record_with_the_state() -> None:
                       messages_before=2, messages_kept=2, folded=0, folded_first_id=None,
                       folded_last_id=None, summary_tokens=3, summarizer="backup",
                       prompt_version=POLICY.prompt_version, duration_ms=0.0)
-    memory.restore_thread(record, fold_record=fold)
+    admin.restore_thread(memory, record, fold_record=fold)
     assert memory.load("t").summary == "restored summary"
-    assert [r["trigger"] for r in memory.summary_history("t")] == ["restored from backup"]
+    assert [r["trigger"] for r in admin.summary_history(memory, "t")] == ["restored from backup"]
     with pytest.raises(Exception, match="thread"):  # a record for another thread is refused
-        memory.restore_thread(record, fold_record=FoldRecord(**{**fold.as_dict(), "thread_id": "u"}))
-    assert len(memory.summary_history("t")) == 1 and memory.summary_history("u") == []
-    memory.restore_thread(record)  # without a record: the state only, as before
-    assert len(memory.summary_history("t")) == 1
+        admin.restore_thread(memory, record, fold_record=FoldRecord(**{**fold.as_dict(), "thread_id": "u"}))
+    assert len(admin.summary_history(memory, "t")) == 1 and admin.summary_history(memory, "u") == []
+    admin.restore_thread(memory, record)  # without a record: the state only, as before
+    assert len(admin.summary_history(memory, "t")) == 1

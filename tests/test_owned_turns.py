@@ -76,7 +76,7 @@ def test_a_text_turn_is_stored_without_a_copy(monkeypatch: pytest.MonkeyPatch) -
     memory.save_context({"input": "q", "thread_id": "t"}, {"output": "a"})
     memory.save("t", "q2", "a2")
     assert calls == []
-    store = memory._store
+    store = memory._rt.store
     window, log = store.classic._windows["t"].messages, store._transcripts["t"]
     assert all(w is t for w, t in zip(window, log, strict=True))
     ids = [m.id for m in window]
@@ -94,7 +94,7 @@ def test_a_message_turn_is_copied_once_and_the_callers_messages_stay_theirs(
     memory.save("t", human, ai)
     assert calls == ["detach", "detach"]  # the facade's copies; no second copy in the store
     assert human.id is None and ai.id == "a-1"  # the id was set on memshift's copy only
-    window = memory._store.classic._windows["t"].messages
+    window = memory._rt.store.classic._windows["t"].messages
     assert window[0] is not human and window[1] is not ai and window[1].id == "a-1"
     human.content = "edited by the caller"
     assert memory.load("t").messages[0].content == "q"
@@ -108,7 +108,7 @@ def test_a_plain_list_handed_to_the_engine_is_copied() -> None:
     human = HumanMessage("q")
     stored = memory.backend_impl.save("t", [human])
     assert human.id is None and stored[0].id is not None and stored[0] is not human
-    held = memory._store.classic._windows["t"].messages[0]
+    held = memory._rt.store.classic._windows["t"].messages[0]
     assert held is not human and held is not stored[0]
 
 
@@ -127,7 +127,7 @@ def test_the_legacy_history_and_the_shadow_candidate_get_plain_lists(
     history = InMemoryChatMessageHistory()
     memory = SummaryMemory(backend="classic", chat_memory=history, legacy_write=True)
     memory.save_context({"input": "q"}, {"output": "a"})
-    held = memory._store.classic._windows[memory.thread_id or memory._private_thread].messages
+    held = memory._rt.store.classic._windows[memory.thread_id or memory._rt.private_thread].messages
     assert [m.content for m in history.messages] == ["q", "a"]
     assert all(h is not w for h, w in zip(history.messages, held, strict=True))
     history.messages[0].content = "edited in the legacy history"

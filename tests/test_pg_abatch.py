@@ -22,7 +22,7 @@ from tests.test_pg_batch import HOSTILE, trips
 
 def _checked_out(memory: SummaryMemory) -> int:
     """Connections of this loop's async engine that are not back in its pool."""
-    return memory._store._async_engine().pool.checkedout()
+    return memory._rt.store._async_engine().pool.checkedout()
 
 
 def test_an_async_classic_save_is_two_round_trips_and_a_load_one(fresh_store: Any) -> None:

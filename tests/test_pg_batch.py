@@ -189,7 +189,7 @@ def test_retention_is_amortized_and_bounded(fresh_store: Any) -> None:
         assert len(list(memory.checkpointer.list({"configurable": {"thread_id": "t"}}))) <= 20
         after = memory.load("t")  # retention never touches the state it keeps
         assert after.folds > before.folds or after.messages[:-2] == before.messages
-    every = memory._store.checkpoints.retain_every
+    every = memory._rt.store.checkpoints.retain_every
     assert every == 16 and memory.load("t").folds >= 3
     assert retentions == (40 + memory.load("t").folds) // every  # one statement per retention
     with psycopg.connect(url) as conn:

@@ -94,7 +94,7 @@ def test_one_summarizer_factory_gives_llm_and_cli_model_the_same_input(monkeypat
 
     from adapters.summarizer import StructuredSummarizer
     from compat import SummaryMemory
-    from compat.cli import _summarizer
+    from compat.cli._policy import summarizer_from as _summarizer
 
     policy = MemoryPolicy(max_tokens=100, summary_format="structured", max_summary_tokens=50)
     model = FakeListChatModel(responses=["{}"])

@@ -14,6 +14,7 @@ from adapters import MemoryPolicy, ThreadRecord
 from compat import SummaryMemory
 from compat._render import BufferRenderer
 from compat.testing import agent_turn, filler_turn
+from compat import admin
 
 
 def _expected(memory: SummaryMemory, thread: str) -> str:
@@ -33,7 +34,7 @@ KWARGS = [
 def test_string_loads_equal_get_buffer_string_through_every_kind_of_write(kwargs: Any) -> None:
     memory = SummaryMemory(backend="classic", store="memory",
                            policy=MemoryPolicy(max_tokens=300, keep_tokens=120), **kwargs)
-    assert memory._renderer is not None  # the in-memory classic string path uses it
+    assert memory._rt.renderer is not None  # the in-memory classic string path uses it
     rng = random.Random(7)
     threads = ["a", "b", "c"]
     folds_seen = 0
@@ -50,7 +51,7 @@ def test_string_loads_equal_get_buffer_string_through_every_kind_of_write(kwargs
             memory.clear(thread)
         elif action < 0.95:
             view = memory.load(thread)
-            memory.restore_thread(ThreadRecord(thread_id=thread, summary=f"restored {step}",
+            admin.restore_thread(memory, ThreadRecord(thread_id=thread, summary=f"restored {step}",
                                                window=view.messages[-3:], folds=view.folds))
         got = memory.load_memory_variables({"thread_id": thread})["history"]
         assert got == _expected(memory, thread)
@@ -99,7 +100,7 @@ def test_other_stores_and_backends_render_with_the_stock_function(tmp_path: Any)
     for memory in (SummaryMemory(backend="middleware", store="memory"),
                    SummaryMemory(backend="classic", store=f"sqlite:///{tmp_path}/r.db",
                                  thread_id="t")):
-        assert memory._renderer is None
+        assert memory._rt.renderer is None
         memory.save_context({"input": "hi"}, {"output": "hello"})
         assert memory.load_memory_variables({})["history"] == "Human: hi\nAI: hello"
         memory.close()

@@ -11,6 +11,7 @@ from langgraph.store.memory import InMemoryStore
 from adapters import MemoryPolicy, compare_views, redact_url
 from compat import SummaryMemory, migrate
 from compat.testing import filler_turn
+from compat import admin
 from tests.conftest import BACKENDS
 
 POLICY = MemoryPolicy(max_tokens=100, keep_tokens=40)
@@ -56,7 +57,7 @@ def test_resummarize_does_not_lose_a_concurrent_save(backend: str) -> None:
             return inner.summarize(summary, messages)
 
     memory.backend_impl.summarizer = SavesMeanwhile()
-    memory.resummarize("t")
+    admin.resummarize(memory, "t")
     late.join(10)
     view = memory.load("t")
     assert "LATE answer" in [m.content for m in view.messages] or "LATE" in view.summary
@@ -66,7 +67,7 @@ def test_shadow_resummarize_records_no_false_mismatch() -> None:
     memory = SummaryMemory(backend="shadow", policy=POLICY, shadow_timeout=5)
     for i in range(6):
         memory.save("t", *filler_turn("t", i, 8))
-    memory.resummarize("t")
+    admin.resummarize(memory, "t")
     memory.load("t")
     assert memory.mismatches == []
 

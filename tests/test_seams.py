@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from adapters import DeterministicSummarizer, MemoryPolicy, compare_views, open_store
 from compat import SummaryMemory, migrate
 from compat.testing import EchoChatModel, filler_turn
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
 STORES = ["memory", "sqlite", "postgres"]
@@ -63,9 +64,9 @@ def test_flipping_the_flag_both_ways_keeps_every_thread(kind: str, fresh_store: 
         for thread in threads:
             twins.talk(memory, thread, 3)
         twins.check(memory)
-        assert {memory.placement(t).backend for t in threads} == {flag}
+        assert {admin.placement(memory, t).backend for t in threads} == {flag}
     # four flips: each thread moved three times, one version per move
-    assert all(memory.placement(t).version == 4 for t in threads)
+    assert all(admin.placement(memory, t).version == 4 for t in threads)
     store.close()
 
 
@@ -88,9 +89,9 @@ def test_move_on_touch_false_is_a_precise_error_never_an_empty_view(kind: str,
     with pytest.raises(ThreadElsewhere):
         strict.checkpointer.get_tuple({"configurable": {"thread_id": "alice"}})
     assert len(classic.transcript("alice")) == 6  # the refused save stored nothing
-    assert classic.placement("alice").backend == "classic"
+    assert admin.placement(classic, "alice").backend == "classic"
     strict.save("bob", "q", "a")  # a new thread is this memory's own
-    assert strict.placement("bob").backend == "middleware"
+    assert admin.placement(strict, "bob").backend == "middleware"
     store.close()
 
 
@@ -128,7 +129,7 @@ def test_create_agent_after_a_flip_continues_every_thread(kind: str, mode: str,
         view = memory.load(thread)
         assert view.summary == before[thread].summary, "the agent lost the summary"
         assert [m.content for m in view.messages][-2] == "next?"
-        assert memory.placement(thread).backend == "middleware"
+        assert admin.placement(memory, thread).backend == "middleware"
         assert len(memory.transcript(thread)) == 2 * 6 + 2
     if mode == "async":
         asyncio.run(memory.arelease())
@@ -173,12 +174,12 @@ def test_a_staged_memory_on_two_stores_reads_where_each_thread_lives(tmp_path: A
     first.close()
     moved = _memory("staged", old, rollout=1.0, target_store=new)
     twins.talk(moved, "t", 4)  # moved to the new store at first touch, then 4 more turns
-    assert moved.placement("t").backend == "middleware"
+    assert admin.placement(moved, "t").backend == "middleware"
     twins.check(moved)
     assert [m.content for m in moved.transcript("t")] == \
         [m.content for m in twins.twins["classic"].transcript("t")]
-    assert moved.thread_ids() == ["t"]
-    assert any(r.get("backend") for r in moved.summary_history("t"))
+    assert admin.thread_ids(moved) == ["t"]
+    assert any(r.get("backend") for r in admin.summary_history(moved, "t"))
     moved.close()
     back = _memory("staged", old, rollout=0.0, target_store=new)  # rollback to the old store
     twins.talk(back, "t", 2)
@@ -422,7 +423,7 @@ def test_the_agents_first_read_adopts_a_stock_history(kind: str, fresh_store: An
                          checkpointer=memory.checkpointer)
     state = agent.get_state({"configurable": {"thread_id": "user-0"}})
     assert state.values.get("messages"), "the agent saw an empty thread"
-    assert memory.summary_history("user-0")[-1]["trigger"].startswith("adopted")
+    assert admin.summary_history(memory, "user-0")[-1]["trigger"].startswith("adopted")
     memory.close()
 
 
@@ -481,7 +482,7 @@ def test_two_processes_with_different_flags_move_each_thread_at_most_once(
         versions = []
         for i in range(60):
             t = f"t{i}"
-            placement = memory.placement(t)
+            placement = admin.placement(memory, t)
             versions.append(placement.version)
             assert placement.version <= 2, f"{t} moved {placement.version - 1} times"
             assert placement.backend == "middleware", f"{t}: the newer configuration lost"
@@ -538,11 +539,11 @@ def test_kill_9_during_moves_on_first_touch_leaves_every_thread_whole(
         assert child.returncode == -signal.SIGKILL, "the moves finished before the kill"
         leaves = watcher.backend_impl.leaves()
         for tid, before in originals.items():
-            placement = watcher.placement(tid)
+            placement = admin.placement(watcher, tid)
             leaf = leaves[0 if placement.backend == "classic" else 1]
             assert not compare_views(before, leaf.load(tid)), f"{tid} damaged by the kill"
     with _memory("middleware", url) as after:  # the next process finishes the moves
         for tid, before in originals.items():
             assert not compare_views(before, after.load(tid))
-            assert after.placement(tid).backend == "middleware"
+            assert admin.placement(after, tid).backend == "middleware"
             assert len(after.transcript(tid)) == 8

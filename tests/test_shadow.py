@@ -11,6 +11,7 @@ import pytest
 from adapters import MemoryPolicy, compare_views
 from compat import ConfigError, SummaryMemory
 from compat.testing import RecordingSummarizer, filler_turn
+from compat import admin
 
 POLICY = MemoryPolicy(max_tokens=120, keep_tokens=60)
 
@@ -29,6 +30,7 @@ def test_same_policy_gives_zero_mismatches(store_kind: str, fresh_store) -> None
     with SummaryMemory(backend="shadow", policy=POLICY, summarizer=summarizer,
                        store=fresh_store(store_kind)) as memory:
         _talk(memory, "t", 12)
+        memory.backend_impl.drain(30)  # comparisons run on the candidate's worker
         assert memory.backend_name == "shadow"
         assert memory.mismatches == []
         assert memory.backend_impl.compared == 12
@@ -46,6 +48,7 @@ def test_different_candidate_policy_is_recorded_and_primary_unaffected(tmp_path:
     expected = _talk(plain, "t", 12)
     assert all(not compare_views(a, b) for a, b in zip(served, expected)), "primary answers changed"
     assert served[-1].backend == "classic"
+    shadow.backend_impl.drain(30)  # comparisons run on the candidate's worker
     assert shadow.mismatches and seen == shadow.mismatches
     first = shadow.mismatches[0]
     assert first.thread_id == "t" and first.kind == "view" and first.turn >= 1 and first.diff
@@ -70,6 +73,7 @@ def test_candidate_errors_and_slowness_never_reach_the_caller() -> None:
     candidate.save = explode  # type: ignore[method-assign]
     memory.save("t", "q", "a")
     assert memory.load("t").messages[-1].content == "a"
+    memory.backend_impl.drain(30)
     kinds = {m.kind for m in memory.mismatches}
     assert "candidate_error" in kinds and calls
 
@@ -81,11 +85,27 @@ def test_candidate_errors_and_slowness_never_reach_the_caller() -> None:
         raise AssertionError("the caller never waits for this")
 
     candidate.load = blocked_load  # type: ignore[method-assign]
-    view = memory.load("t")  # returns after shadow_timeout although the candidate is stuck
-    assert entered.is_set() and not release.is_set(), "the read waited for the candidate"
-    release.set()
+    view = memory.load("t")  # at once: the comparison waits on the candidate's worker
+    assert entered.wait(10) and not release.is_set()
     assert view.messages[-1].content == "a"
-    assert any(m.kind == "candidate_timeout" for m in memory.mismatches)
+    release.set()
+    memory.backend_impl.drain(30)
+    assert any(m.kind == "candidate_error" and "load" in m.diff[0] for m in memory.mismatches)
+
+
+def test_raise_on_mismatch_makes_a_divergence_an_error_in_tests() -> None:
+    from compat import MismatchError
+
+    memory = SummaryMemory(backend="shadow", policy=POLICY, raise_on_mismatch=True,
+                           candidate_policy=MemoryPolicy(max_tokens=60))
+    with pytest.raises(MismatchError, match="differs"):
+        for i in range(12):
+            memory.save("t", *filler_turn("t", i, 8))
+            memory.load("t")
+    same = SummaryMemory(backend="shadow", policy=POLICY, raise_on_mismatch=True)
+    for i in range(12):
+        same.save("t", *filler_turn("t", i, 8))
+        same.load("t")  # waits for the verdict: equal
 
 
 def test_sampling_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,6 +144,7 @@ def test_mismatch_diffs_are_redacted_when_the_policy_redacts(tmp_path: Path) -> 
     for i in range(4):
         memory.save("t", f"my mail is li.wei@example.com, question {i}", f"answer {i}")
         memory.load("t")
+    memory.backend_impl.drain(30)
     assert memory.mismatches
     text = log.read_text()
     assert "li.wei@example.com" not in text and "[EMAIL]" in text
@@ -207,7 +228,7 @@ def test_resummarize_waits_for_queued_candidate_saves() -> None:
     for i in range(6):
         memory.save("t", *filler_turn("t", i, 8))
     threading.Timer(0.3, gate.set).start()  # the candidate catches up during the rebuild
-    memory.resummarize("t")
+    admin.resummarize(memory, "t")
     memory.load("t")
     engine.drain(10)
     memory.load("t")

@@ -15,6 +15,7 @@ from adapters import DeterministicSummarizer, MemoryPolicy, compare_views, open_
 from adapters.staged import share_of
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
+from compat import admin
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = MemoryPolicy(max_tokens=150, keep_tokens=80)
@@ -51,13 +52,13 @@ def test_a_moved_thread_continues_like_its_unmoved_twins(kind: str, fresh_store)
                 assert not compare_views(view, other.load("t")), compare_views(view, other.load("t"))
 
     talk(staged(store, 0.0), 7)
-    assert staged(store, 0.0).placement("t").backend == "classic"
+    assert admin.placement(staged(store, 0.0), "t").backend == "classic"
     forward = staged(store, 1.0)  # a new configuration: the next touch moves the thread
     talk(forward, 7)
-    assert forward.placement("t").backend == "middleware" and forward.placement("t").version == 2
+    assert admin.placement(forward, "t").backend == "middleware" and admin.placement(forward, "t").version == 2
     back = staged(store, 0.0)  # rollback of the cohort
     talk(back, 7)
-    assert back.placement("t").backend == "classic" and back.placement("t").version == 3
+    assert admin.placement(back, "t").backend == "classic" and admin.placement(back, "t").version == 3
     assert len(back.transcript("t")) == 2 * turn  # every turn once, whichever side saved it
     store.close()
 
@@ -70,7 +71,7 @@ def test_raising_the_rollout_only_adds_and_lowering_moves_back_above_the_share()
         memory = staged(store, rollout)
         for t in threads:
             memory.save(t, *filler_turn(t, int(rollout * 10), 4))
-        placed[rollout] = {t: memory.placement(t).backend for t in threads}
+        placed[rollout] = {t: admin.placement(memory, t).backend for t in threads}
         assert all((b == "middleware") == (share_of(t) < rollout) for t, b in placed[rollout].items())
     for low, high in ((0.0, 0.1), (0.1, 0.5), (0.5, 1.0)):
         assert {t for t, b in placed[low].items() if b == "middleware"} <= \
@@ -97,7 +98,7 @@ def test_a_failed_move_leaves_the_thread_intact_and_the_next_touch_moves_it(
     with pytest.raises(KeyboardInterrupt):
         forward.load("t")
     monkeypatch.setattr(type(target), "write", real)
-    assert forward.placement("t").backend == "classic"
+    assert admin.placement(forward, "t").backend == "classic"
     assert not compare_views(before, staged(store, 0.0).load("t"))
     assert forward.load("t").backend == "middleware"
     assert not compare_views(before, forward.load("t"))
@@ -107,17 +108,17 @@ def test_pins_override_the_rollout_until_unpinned() -> None:
     store = open_store("memory")
     memory = staged(store, 0.0)
     memory.save("vip", "q", "a")
-    memory.pin("vip", "middleware")
+    admin.pin(memory, "vip", "middleware")
     assert memory.load("vip").backend == "middleware"
     assert staged(store, 0.0).load("vip").backend == "middleware"  # any configuration
-    memory.unpin("vip")
+    admin.unpin(memory, "vip")
     assert staged(store, 0.0).load("vip").backend == "classic"
     fixed = SummaryMemory(backend="classic", policy=POLICY)  # a pin overrides a fixed flag too
     fixed.save("vip", "q", "a")
-    fixed.pin("vip", "middleware")
-    assert fixed.load("vip").backend == "middleware" and fixed.placement("vip").pinned
+    admin.pin(fixed, "vip", "middleware")
+    assert fixed.load("vip").backend == "middleware" and admin.placement(fixed, "vip").pinned
     with pytest.raises(Exception, match="classic.*middleware"):
-        fixed.pin("vip", "graph")
+        admin.pin(fixed, "vip", "graph")
 
 
 def _env() -> dict[str, str]:
@@ -154,7 +155,7 @@ def test_a_rolling_deploy_never_ping_pongs_a_thread(kind: str, fresh_store) -> N
         assert child.returncode == 0, err[-2000:]
     with staged(url, 0.5) as memory:
         for i in range(200):
-            placement = memory.placement(f"t{i}")
+            placement = admin.placement(memory, f"t{i}")
             assert placement.version <= 2, f"t{i} moved {placement.version - 1} times"
             ids = [m.id for m in memory.transcript(f"t{i}")]
             assert len(ids) == 8 and len(set(ids)) == 8
@@ -216,7 +217,7 @@ def test_kill_9_in_the_middle_of_eager_moves_leaves_every_thread_intact(tmp_path
         engines = watcher.backend_impl.engines
         on = {"classic": 0, "middleware": 0}
         for tid, before in originals.items():
-            placement = watcher.placement(tid)
+            placement = admin.placement(watcher, tid)
             on[placement.backend] += 1
             assert not compare_views(before, engines[placement.backend].load(tid)), tid
         assert on["middleware"] >= 10 and on["classic"] > 0
@@ -224,7 +225,7 @@ def test_kill_9_in_the_middle_of_eager_moves_leaves_every_thread_intact(tmp_path
     assert rerun.returncode == 0, rerun.stderr
     with staged(url, 1.0) as after:
         for tid, before in originals.items():
-            assert after.placement(tid).backend == "middleware"
+            assert admin.placement(after, tid).backend == "middleware"
             assert not compare_views(before, after.load(tid))
 
 
@@ -263,11 +264,11 @@ def test_four_processes_while_the_rollout_changes(kind: str, fresh_store) -> Non
             t = f"t{i}"
             ids = [m.id for m in memory.transcript(t)]
             assert len(ids) == 40 and len(set(ids)) == 40, f"{t}: lost or duplicated turns"
-            view = engines[memory.placement(t).backend].load(t)
+            view = engines[admin.placement(memory, t).backend].load(t)
             text = view.summary + " " + " ".join(str(m.content) for m in view.messages)
             missing = [(tag, p) for tag in "abcd" for p in range(5)
                        if not re.search(rf"FACT-{t}-{tag}-{p}\b", text)]
-            assert not missing, f"{t} on {memory.placement(t).backend} lacks {missing}"
+            assert not missing, f"{t} on {admin.placement(memory, t).backend} lacks {missing}"
 
 
 def test_threads_still_on_classic_can_be_shadowed_before_their_cohort_moves() -> None:
@@ -278,11 +279,11 @@ def test_threads_still_on_classic_can_be_shadowed_before_their_cohort_moves() ->
         memory.load("t")
     shadow = memory.backend_impl.engines["classic"]
     shadow.drain(30)
-    assert memory.placement("t").backend == "classic"
+    assert admin.placement(memory, "t").backend == "classic"
     assert shadow.compared >= 8 and memory.mismatches == []
     moved = staged(store, 1.0)  # the cohort moves; the measured equivalence holds after it
     moved.save("t", *filler_turn("t", 8, 8))
-    assert moved.placement("t").backend == "middleware"
+    assert admin.placement(moved, "t").backend == "middleware"
     assert len(moved.transcript("t")) == 18
 
 

@@ -193,6 +193,6 @@ def test_prune_folds_the_bound_thread_now() -> None:
     bound = ours.for_thread("t")
     for q in QUESTIONS:
         bound.save_context({"input": q}, {"output": "ok"})
-    tight = SummaryMemory(policy=MemoryPolicy(max_tokens=30), store=ours._store)
+    tight = SummaryMemory(policy=MemoryPolicy(max_tokens=30), store=ours._rt.store)
     tight.for_thread("t").prune()
     assert tight.load("t").folds == 1 and tight.active_policy.count(tight.load("t").messages) <= 30

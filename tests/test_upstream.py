@@ -68,7 +68,7 @@ def test_stock_save_context_calls_the_classic_prune_override() -> None:
     for i in range(3):  # stock BaseChatMemory.save_context -> add_messages, then prune()
         memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
     assert asked == [(0, 6, 4)]
-    assert memory.moving_summary_buffer == "S" and memory.folded
+    assert memory.moving_summary_buffer == "S" and writes.folded
     assert writes.replace is not None and writes.replace[:2] == ("S", 1)
     assert [m.content for m in writes.replace[2]] == ["q2", "a2"]
 

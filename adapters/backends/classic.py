@@ -36,6 +36,7 @@ class ClassicWrites:
     fold: tuple[str, int, list[Any]] | None = None  # summary, folds, rows to drop
     replace: tuple[str, int, list[BaseMessage]] | None = None
     clear: bool = False
+    folded: bool = False  # the real class folded in this step
 
 
 class StepWindow(BaseChatMessageHistory):
@@ -98,19 +99,36 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
     """``ConversationSummaryBufferMemory`` whose prune follows a memshift policy and folds
     through the function the engine handed in."""
 
-    _fold: Any = PrivateAttr(default=None)
-    _policy: Any = PrivateAttr(default=None)
-    _counts: WindowCounts | None = PrivateAttr(default=None)
-    _folds: int = PrivateAttr(default=0)
-    folded: bool = False
+    _bound: tuple[Any, WindowCounts | None] = PrivateAttr(default=(None, None))  # policy, counts
+    _job: tuple[FoldFn | None, int] = PrivateAttr(default=(None, 0))  # fold function, folds
+
+    @classmethod
+    def build(cls, *, llm: Any, policy: Any, counts: WindowCounts | None, human_prefix: str,
+              ai_prefix: str, summary_message_cls: type[BaseMessage]) -> PolicySummaryBufferMemory:
+        """The real class, with ``model_construct`` (the inputs are memshift's own, already
+        valid; the class's deprecation warning is about using it directly, which memshift
+        exists to replace). ``step`` then points it at one thread's snapshot."""
+        built = cls.model_construct(
+            llm=llm, chat_memory=StepWindow(ClassicSnapshot(), ClassicWrites()),
+            max_token_limit=policy.max_tokens or 2000, prompt=policy.prompt,
+            human_prefix=human_prefix, ai_prefix=ai_prefix,
+            summary_message_cls=summary_message_cls, return_messages=True)
+        built._bound = (policy, counts)
+        return built
+
+    def step(self, snapshot: ClassicSnapshot, writes: ClassicWrites,
+             fold: FoldFn | None) -> PolicySummaryBufferMemory:
+        """This instance over one step's snapshot (plain attribute assignments)."""
+        self.chat_memory = StepWindow(snapshot, writes)
+        self.moving_summary_buffer = snapshot.summary
+        self._job = (fold, snapshot.folds)
+        return self
 
     def prune(self) -> None:
         """Fold per the policy; the summary and the shorter window are written together."""
         history = self.chat_memory
         window = list(history.messages)  # a copy: never mutate what a getter returned
-        # private attributes straight from pydantic's slot (its __getattr__ costs ~2 µs each)
-        private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
-        policy, fold, counts = private["_policy"], private["_fold"], private["_counts"]
+        (policy, counts), (fold, folds) = self._bound, self._job
         tokens = None
         if counts is not None and policy.max_tokens is not None:
             assert isinstance(history, StepWindow)  # read rows have keys, this step's have none
@@ -121,21 +139,22 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         plan = policy.plan_fold(window)
         if not plan.cutoff or fold is None:
             return
-        summary = fold(self.moving_summary_buffer, private["_folds"], window, plan)
+        summary = fold(self.moving_summary_buffer, folds, window, plan)
         if summary is None:
             return
         assert isinstance(history, StepWindow)
         snapshot, writes = history.snapshot, history.writes
         dropped = snapshot.rows[: plan.cutoff]
         del snapshot.window[: plan.cutoff], snapshot.rows[: plan.cutoff]
-        folds = private["_folds"] = private["_folds"] + 1
+        folds += 1
+        self._job = (fold, folds)
         if None in dropped:  # the cut reaches messages of this step: write the result whole
             writes.append.clear()
             writes.replace = (summary, folds, list(snapshot.window))
         else:
             writes.fold = (summary, folds, dropped)
         self.moving_summary_buffer = summary
-        self.folded = True
+        writes.folded = True
 
     async def aprune(self) -> None:
         self.prune()
@@ -157,31 +176,15 @@ class ClassicBackend(MemoryBackend):
 
     def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
                    fold: FoldFn | None = None) -> PolicySummaryBufferMemory:
-        """The real classic memory over a thread's snapshot. One instance per OS thread,
-        built once with ``model_construct`` (the inputs are memshift's own, already valid,
-        and the class's deprecation warning is about using it directly, which memshift
-        exists to replace); each step swaps in the thread's state. A step never awaits, so
-        no two steps share the instance at once."""
+        """The real classic memory over a thread's snapshot. One instance per OS thread (a
+        step never awaits, so no two steps share it at once), pointed at each step's state."""
         memory = getattr(self._local, "memory", None)
         if memory is None:
-            memory = self._local.memory = PolicySummaryBufferMemory.model_construct(
-                llm=self.llm,
-                chat_memory=StepWindow(snapshot, ClassicWrites()),
-                max_token_limit=self.policy.max_tokens or 2000,
-                prompt=self.policy.prompt,
-                human_prefix=self.human_prefix,
-                ai_prefix=self.ai_prefix,
-                summary_message_cls=self.summary_message_cls,
-                return_messages=True,
-            )
-            memory._policy = self.policy
-            memory._counts = self._counts
-        fields, private = memory.__dict__, memory.__pydantic_private__
-        fields["chat_memory"] = StepWindow(snapshot, writes or ClassicWrites())
-        fields["moving_summary_buffer"] = snapshot.summary
-        fields["folded"] = False
-        private["_fold"], private["_folds"] = fold, snapshot.folds  # type: ignore[index]
-        return memory
+            memory = self._local.memory = PolicySummaryBufferMemory.build(
+                llm=self.llm, policy=self.policy, counts=self._counts,
+                human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
+                summary_message_cls=self.summary_message_cls)
+        return memory.step(snapshot, writes or ClassicWrites(), fold)
 
     # -- I/O ---------------------------------------------------------------------------------
     def read(self, tx: Tx) -> ClassicSnapshot:
@@ -216,7 +219,7 @@ class ClassicBackend(MemoryBackend):
             memory.chat_memory.add_messages(list(turn))
         memory.prune()
         changed = bool(writes.append or writes.fold or writes.replace or writes.clear)
-        return (writes if changed else None), memory.folded
+        return (writes if changed else None), writes.folded
 
     def view(self, thread_id: str, state: ClassicSnapshot, detached: bool = True) -> MemoryView:
         memory = self.memory_for(state)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
+from pathlib import Path
 from urllib.parse import (
     SplitResult, parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit,
 )
@@ -107,6 +108,28 @@ def redact_url(url: str) -> str:
     if user is None:
         return scheme + tail
     return f"{scheme}{user}{'' if password is None else ':' + _MASK}@{tail}"
+
+
+def show_url(url: str) -> str:
+    """A store URL as it may be shown: passwords masked, the slashes of a SQLite URL kept as
+    they were typed."""
+    shown = redact_url(url)
+    if url.startswith("sqlite:///") and not shown.startswith("sqlite:///"):
+        shown = "sqlite://" + shown.removeprefix("sqlite:")
+    return shown
+
+
+def kind_of(url: str) -> str:
+    """``memory`` | ``sqlite`` | ``postgresql`` (of a URL the command line has checked)."""
+    if url in ("memory", "memory://"):
+        return "memory"
+    return "sqlite" if url.startswith("sqlite:") else "postgresql"
+
+
+def sqlite_path(url: str) -> Path:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db`` (as the store)."""
+    base = url.partition("?")[0]
+    return Path(base.removeprefix("sqlite://")[1:])
 
 
 def _naive_password(url: str) -> str | None:

@@ -20,6 +20,7 @@ from adapters.errors import InvalidThreadId, SummarizerError, ThreadIdRequired
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
 from compat.testing.conversations import FlakySummarizer, agent_turn, filler_turn
+from compat import admin
 
 __all__ = ["SummaryMemoryContract"]
 
@@ -164,7 +165,7 @@ class SummaryMemoryContract:
             pytest.skip("capability 'persistent' not declared (an in-process store)")
         self._fill(memory, "t1", 20)
         before = memory.load("t1")
-        reopened = memory.reopen()
+        reopened = admin.reopen(memory)
         try:
             after = reopened.load("t1")
             assert not compare_views(before, after), compare_views(before, after)

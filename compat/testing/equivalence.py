@@ -18,6 +18,7 @@ from adapters.fold import comparable
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
+from compat import admin
 
 __all__ = ["BackendEquivalenceContract"]
 
@@ -63,7 +64,7 @@ class BackendEquivalenceContract:
         for thread in counters:
             assert left.transcript(thread) and [m.content for m in left.transcript(thread)] == [
                 m.content for m in right.transcript(thread)]
-            records = [[comparable(r) for r in m.summary_history(thread)] for m in (left, right)]
+            records = [[comparable(r) for r in admin.summary_history(m, thread)] for m in (left, right)]
             assert records[0] == records[1], f"{thread}: fold records differ"
 
     def test_random_conversations_stay_equivalent(self, make_memory: MemoryFactory) -> None:

@@ -28,6 +28,7 @@ from adapters import MemoryPolicy, compare_views, open_store
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
+from compat import admin
 
 __all__ = ["StagedMigrationContract"]
 
@@ -98,9 +99,9 @@ class StagedMigrationContract:
                 memory = make_memory(step[1], recorder)
                 opened.append(memory)
             elif kind == "pin":
-                memory.pin(names[step[1]], step[2])
+                admin.pin(memory, names[step[1]], step[2])
             elif kind == "unpin":
-                memory.unpin(names[step[1]])
+                admin.unpin(memory, names[step[1]])
             else:
                 _, index, agent, size = step
                 thread, i = names[index], turns[names[index]]
@@ -168,7 +169,7 @@ class StagedMigrationContract:
         memory, names = self._replay(make_memory, summarizer, policy,
                                      [*steps, ("rollout", 1.0), ("talk", 1, False, 10)])
         thread = names[0]  # talked on classic, moved to middleware at its first touch after
-        placement = memory.placement(thread)
+        placement = admin.placement(memory, thread)
         assert placement is not None and placement.version >= 2, "the thread never moved"
         before = memory.load(thread)
         agent = create_agent(EchoChatModel(), middleware=[memory.middleware],

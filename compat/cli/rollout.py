@@ -7,12 +7,13 @@ from typing import Any
 import click
 
 from adapters import MemoryPolicy
-from compat._cli_common import (
+from compat.cli._common import (
     Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
 )
-from compat._cli_migrate_report import close_run, run_stats
-from compat._cli_policy import choose_policy, policy_options
-from compat._cli_urls import check_url
+from compat.cli._migrate_report import close_run, run_stats
+from compat.cli._policy import choose_policy, policy_options
+from compat.cli._urls import check_url
+from compat import admin
 
 __all__ = ["rollout"]
 
@@ -32,7 +33,7 @@ def rollout() -> None:
 @output_options
 def status(as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
     """Threads per backend, pinned threads, threads moved at least once (read-only)."""
-    from compat._cli_readonly import read_only_memory
+    from compat.admin import read_only_memory
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
 
     out = Output(as_json, output, quiet)
@@ -101,7 +102,7 @@ def move(to: str, share: float | None, threads: tuple[str, ...], as_json: bool,
                                       target=f"staged {show_url(url)}", shard=opts["shard"],
                                       policy=choice.as_json())
             with out.progress(None, "threads", "rollout move") as tick:
-                for thread_id in threads or memory.iter_thread_ids():
+                for thread_id in threads or admin.iter_thread_ids(memory):
                     if not in_shard(thread_id, shard) or engine.desired(thread_id) != to:
                         continue
                     before = engine.placement_of(thread_id)

@@ -7,10 +7,10 @@ from typing import Any
 import click
 
 from adapters import MemoryPolicy
-from compat._cli_common import Output, resolve_store, store_options
-from compat._cli_policy import FIELDS, choose_policy, model_options, policy_options
-from compat._cli_resummarize import resummarize
-from compat._cli_urls import check_url
+from compat.cli._common import Output, resolve_store, store_options
+from compat.cli._policy import FIELDS, choose_policy, model_options, policy_options
+from compat.cli.resummarize import resummarize
+from compat.cli._urls import check_url
 
 __all__ = ["eval_command", "resummarize"]
 

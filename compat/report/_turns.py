@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compat._report_chart import chart_svg, overlap_note
-from compat._report_messages import (
+from compat.report._chart import chart_svg, overlap_note
+from compat.report._messages import (
     MESSAGE_CHARS,
     MISMATCH_MESSAGE_CHARS,
     Item,
@@ -18,8 +18,8 @@ from compat._report_messages import (
     render_items,
     window_items,
 )
-from compat._report_text import clip, text
-from compat._report_tokens import TokenExplainer
+from compat.report._text import clip, text
+from compat.report._tokens import TokenExplainer
 from compat.replay import ReplayReport, TurnResult
 
 __all__ = ["MAX_INLINE_TURNS", "status_label", "summary_change", "thread_html", "turn_anchor"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from compat._cli_common import Output, output_options, resolve_store, show_url, store_options
-from compat._cli_urls import check_url, kind_of
+from compat.cli._common import Output, output_options, resolve_store, show_url, store_options
+from compat.cli._urls import check_url, kind_of
 
 __all__ = ["history"]
 
@@ -73,7 +73,7 @@ def history(limit: int | None, as_json: bool, output: str | None, quiet: bool,
 
     A run still marked "running" is in progress, or was killed (re-run it: runs resume).
     """
-    from compat._cli_readonly import read_engine
+    from adapters.stores.readonly import read_engine
     from compat.runlog import read_runs
 
     out = Output(as_json, output, quiet)

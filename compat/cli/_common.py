@@ -22,7 +22,6 @@ from urllib.parse import unquote, urlsplit
 
 import click
 
-from adapters import redact_url
 from adapters.errors import ConfigError
 from adapters.stores.url import stripe_of
 
@@ -58,11 +57,10 @@ def scrub(text: str) -> str:
 
 
 def show_url(url: str) -> str:
-    """A store URL as it may be printed: through ``redact_url``, then scrubbed."""
-    shown = redact_url(url)
-    if url.startswith("sqlite:///") and not shown.startswith("sqlite:///"):
-        shown = "sqlite://" + shown.removeprefix("sqlite:")  # keep the slashes the user typed
-    return scrub(shown)
+    """A store URL as it may be printed: passwords masked, then every remembered secret."""
+    from adapters.stores.url import show_url as shown
+
+    return scrub(shown(url))
 
 
 def version_text() -> str:
@@ -161,7 +159,7 @@ class Output:
                 done += 1
             yield tick
         else:
-            from compat._cli_progress import rich_progress
+            from compat.cli._progress import rich_progress
 
             with rich_progress(total, unit, label) as advance:
                 def tick() -> None:

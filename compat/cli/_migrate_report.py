@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from compat._cli_common import Output, show_url
+from compat.cli._common import Output, show_url
 from compat.migration import ALREADY, NOT_FOUND, MigrationReport
 
 __all__ = ["close_run", "migrate_document", "print_migration", "run_stats"]

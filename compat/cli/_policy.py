@@ -19,7 +19,7 @@ from sqlalchemy import column, func, select, table
 
 from adapters import MemoryPolicy
 from adapters.errors import ConfigError
-from compat._cli_common import show_url
+from compat.cli._common import show_url
 
 __all__ = ["FIELDS", "ModelArgs", "PolicyChoice", "Recorded", "choose_policy", "model_options", "policy_options",
            "resolve_policy", "scan_recorded"]
@@ -65,14 +65,14 @@ class Recorded:
 
 def scan_recorded(urls: Sequence[str | None], *, snapshot: bool = False) -> Recorded | None:
     """The recorded policies of the first store in ``urls`` that has fold records."""
-    from compat._cli_readonly import read_engine, table_names
-    from compat._cli_urls import kind_of
+    from adapters.stores.readonly import read_engine, table_names
+    from compat.cli._urls import kind_of
 
     for url in urls:
         if not url or kind_of(url) == "memory":
             continue
         if kind_of(url) == "sqlite":
-            from compat._cli_urls import sqlite_path
+            from compat.cli._urls import sqlite_path
 
             if not sqlite_path(url).exists():
                 continue
@@ -321,3 +321,14 @@ def choose_policy(opts: dict[str, Any], urls: Sequence[str | None], default: Mem
     for line in choice.describe():
         out.header(line)
     return choice
+
+
+def summarizer_from(args: Any, policy: MemoryPolicy) -> Any:
+    """The summarizer ``--model`` asks for (``None``: memshift's offline one). ``args`` has
+    ``model`` and ``base_url`` attributes."""
+    if not getattr(args, "model", None):
+        return None
+    from adapters.summarizer import build_summarizer
+    from compat.models import resolve_model
+
+    return build_summarizer(policy, resolve_model(args.model, base_url=args.base_url))

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from adapters.errors import ConfigError
-from compat._cli_common import Output, output_options, resolve_store, store_options
-from compat._cli_policy import ModelArgs, choose_policy, model_options, policy_options
-from compat._cli_urls import check_url
+from compat.cli._common import Output, output_options, resolve_store, store_options
+from compat.cli._policy import ModelArgs, choose_policy, model_options, policy_options
+from compat.cli._urls import check_url
 from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult
 
 __all__ = ["print_report", "replay", "replay_document"]
@@ -100,7 +100,7 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
     recorded in --store when given, else max_tokens=400, keep_tokens=200. Exit 0 when the
     backends agreed after every turn, 1 when they diverged.
     """
-    from compat.cli import _summarizer
+    from compat.cli._policy import summarizer_from
     from compat.conversations import iter_turns, read_messages
     from compat.replay import replay as run_replay
 
@@ -114,7 +114,7 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
                            snapshot=True, default_note=_DEFAULT_NOTE)
     choice.close()
     turns = list(iter_turns(read_messages(file)))
-    summarizer = _summarizer(ModelArgs(opts), choice.policy)
+    summarizer = summarizer_from(ModelArgs(opts), choice.policy)
     with out.progress(len(turns), "turns", "replay") as tick:
         report = run_replay(turns, policy=choice.policy, summarizer=summarizer,
                             share_summaries=not no_share, baselines=tuple(baseline),

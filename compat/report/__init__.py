@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compat._report_assets import CSS, SCRIPT
-from compat._report_text import policy_rows, policy_sentence, text
-from compat._report_tokens import TokenExplainer
-from compat._report_turns import MAX_INLINE_TURNS, status_label, thread_html, turn_anchor
+from compat.report._assets import CSS, SCRIPT
+from compat.report._text import policy_rows, policy_sentence, text
+from compat.report._tokens import TokenExplainer
+from compat.report._turns import MAX_INLINE_TURNS, status_label, thread_html, turn_anchor
 from compat.replay import ReplayReport, TurnResult
 
 __all__ = ["render_html", "write_html"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compat._report_text import clip, format_value, short_id, text
+from compat.report._text import clip, format_value, short_id, text
 from compat.replay import TurnResult
 
 __all__ = ["MESSAGE_CHARS", "MISMATCH_MESSAGE_CHARS", "Item", "ToolCall", "added_items",

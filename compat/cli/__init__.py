@@ -1,7 +1,9 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
-Commands live in ``compat/_cli_*.py`` and ``compat/cli_*.py``; this module holds the root
-group, ``--version`` and the one place errors become exit codes and one-line messages.
+One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
+``rollout``, ``history``, ``doctor``), each parsing options and calling library functions;
+this module holds the root group, ``--version`` and the one place errors become exit codes
+and one-line messages.
 """
 
 from __future__ import annotations
@@ -15,14 +17,12 @@ import textwrap
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 import click
 from langchain_core._api import LangChainDeprecationWarning
 
-from adapters import MemoryPolicy
 from adapters.errors import MemshiftError
-from compat._cli_common import remember_secret, scrub, version_text
+from compat.cli._common import remember_secret, scrub, version_text
 
 __all__ = ["EXIT_CODES", "main", "root"]
 
@@ -47,17 +47,6 @@ postgresql://user@host/db. Keep passwords out of the command line (ps shows it):
 the environment variables MEMSHIFT_FROM_STORE, MEMSHIFT_TO_STORE, MEMSHIFT_STORE."""
 
 
-def _summarizer(args: Any, policy: MemoryPolicy) -> Any:
-    """The summarizer ``--model`` asks for (``None``: memshift's offline one). ``args`` has
-    ``model`` and ``base_url`` attributes."""
-    if not getattr(args, "model", None):
-        return None
-    from adapters.summarizer import build_summarizer
-    from compat.models import resolve_model
-
-    return build_summarizer(policy, resolve_model(args.model, base_url=args.base_url))
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog=_EPILOG)
 @click.version_option(message=version_text(), package_name="memshift")
@@ -72,12 +61,12 @@ def root() -> None:
 
 
 def _register() -> None:
-    from compat._cli_history import history
-    from compat._cli_replay import replay
-    from compat.cli_doctor import doctor
-    from compat.cli_governance import eval_command, resummarize
-    from compat.cli_migrate import migrate_command
-    from compat.cli_rollout import rollout
+    from compat.cli.history import history
+    from compat.cli.replay import replay
+    from compat.cli.doctor import doctor
+    from compat.cli.eval import eval_command, resummarize
+    from compat.cli.migrate import migrate_command
+    from compat.cli.rollout import rollout
 
     for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
                     doctor):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from compat._report_text import text
+from compat.report._text import text
 from compat.replay import TurnResult
 
 __all__ = ["SERIES_STYLE", "chart_svg", "nice_ticks", "overlap_note", "series_style"]

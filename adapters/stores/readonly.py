@@ -25,11 +25,9 @@ from adapters.errors import StoreError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.sql import SqlStore, SqlTx
 from adapters.stores.url import sqlalchemy_url
-from compat._cli_common import scrub, show_url
-from compat._cli_urls import kind_of, sqlite_path
+from adapters.stores.url import kind_of, scrub, show_url, sqlite_path
 
-__all__ = ["ReadOnlyStore", "open_read_only", "read_engine", "read_only_memory",
-           "read_only_saver", "table_names"]
+__all__ = ["ReadOnlyStore", "open_read_only", "read_engine", "read_only_saver", "table_names"]
 
 BUSY_TIMEOUT_S = 60
 _PG_READ_ONLY = "-c default_transaction_read_only=on"
@@ -80,7 +78,8 @@ def _libpq_url(url: str) -> str:
 
 def _guarded(url: str, what: str, exc: BaseException) -> StoreError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return StoreError(f"{what} {show_url(url)}: {type(exc).__name__}: {scrub(detail)[:300]}")
+    return StoreError(f"{what} {show_url(url)}: {type(exc).__name__}: "
+                      f"{scrub(detail, url)[:300]}")
 
 
 def table_names(url: str, *, snapshot: bool = False) -> set[str]:
@@ -162,16 +161,6 @@ def open_read_only(url: str, *, snapshot: bool = False) -> ReadOnlyStore | None:
     if "memshift_transcript" not in table_names(url, snapshot=snapshot):
         return None
     return ReadOnlyStore(url, read_engine(url, snapshot=snapshot))
-
-
-def read_only_memory(backend: str, url: str, *, snapshot: bool = False, **kwargs: Any) -> Any:
-    """A ``SummaryMemory`` that reads ``url`` and cannot write it, or ``None`` (empty store)."""
-    from compat.memory import SummaryMemory
-
-    store = open_read_only(url, snapshot=snapshot)
-    if store is None:
-        return None
-    return SummaryMemory(backend=backend, store=store, **kwargs)
 
 
 def read_only_saver(url: str, *, snapshot: bool = False) -> BaseCheckpointSaver:

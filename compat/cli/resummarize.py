@@ -19,10 +19,11 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from adapters import MemoryPolicy, MemoryView, ThreadRecord, compare_views
 from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError
-from compat._cli_common import Output, output_options, resolve_store, show_url, store_options
-from compat._cli_migrate_report import close_run, run_stats
-from compat._cli_policy import choose_policy, model_options, policy_options
-from compat._cli_urls import check_url
+from compat.cli._common import Output, output_options, resolve_store, show_url, store_options
+from compat.cli._migrate_report import close_run, run_stats
+from compat.cli._policy import choose_policy, model_options, policy_options
+from compat.cli._urls import check_url
+from compat import admin
 
 __all__ = ["resummarize"]
 
@@ -66,7 +67,7 @@ def _one(memory: Any, tid: str, policy: MemoryPolicy, llm: Any, dry: bool) -> di
     engine = memory.backend_impl
     if not (isinstance(engine, MemoryEngine)
             and engine.restore(record, expect_last_id=transcript[-1].id, fold_record=fold)):
-        view = memory.resummarize(tid, llm=llm, policy=policy)  # a turn arrived: rebuild again
+        view = admin.resummarize(memory, tid, llm=llm, policy=policy)  # a turn arrived: rebuild again
         row = _row(tid, policy, before, ThreadRecord(tid, view.summary, view.messages,
                                                      view.folds))
     return {**row, "status": "rebuilt"}
@@ -81,7 +82,7 @@ def _check_choice(opts: dict[str, Any]) -> None:
 
 def _thread_ids(memory: Any, opts: dict[str, Any]) -> list[str]:
     if opts["all_threads"]:
-        return list(memory.iter_thread_ids())
+        return list(admin.iter_thread_ids(memory))
     if opts["threads_file"]:
         try:
             text = Path(opts["threads_file"]).read_text(encoding="utf-8")
@@ -141,7 +142,7 @@ def resummarize(backend: str, as_json: bool, output: str | None, quiet: bool,
     """
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
     from compat.runlog import RunLog
-    from compat._cli_readonly import read_only_memory
+    from compat.admin import read_only_memory
 
     out = Output(as_json, output, quiet)
     _check_choice(opts)

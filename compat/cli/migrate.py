@@ -18,13 +18,14 @@ import click
 
 from adapters import MemoryPolicy
 from adapters.errors import ConfigError
-from compat._cli_common import (
+from compat.cli._common import (
     Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
 )
-from compat._cli_migrate_report import close_run, migrate_document, print_migration
-from compat._cli_policy import ModelArgs, choose_policy, model_options, policy_options
-from compat._cli_readonly import read_engine, read_only_memory, read_only_saver, table_names
-from compat._cli_urls import check_url
+from compat.cli._migrate_report import close_run, migrate_document, print_migration
+from compat.cli._policy import ModelArgs, choose_policy, model_options, policy_options
+from adapters.stores.readonly import read_engine, read_only_saver, table_names
+from compat.admin import read_only_memory
+from compat.cli._urls import check_url
 from compat.migration import MigrationReport, migrate
 from compat.sources import ClassicHistorySource, GraphSource, SummaryMemorySource, as_source
 
@@ -171,7 +172,7 @@ def migrate_command(source_kind: str, target_kind: str, as_json: bool, output: s
     that contradict it need --policy-override. Exit 0 when no thread failed or changed, 1
     otherwise, 2 for usage and configuration errors.
     """
-    from compat.cli import _summarizer
+    from compat.cli._policy import summarizer_from
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
     from compat.runlog import RunLog
 
@@ -198,7 +199,7 @@ def migrate_command(source_kind: str, target_kind: str, as_json: bool, output: s
     outcomes: Counter[str] = Counter()
     status = "failed"
     try:
-        summarizer = _summarizer(ModelArgs(opts), choice.policy)
+        summarizer = summarizer_from(ModelArgs(opts), choice.policy)
         source = build_source(source_kind, source_url, opts, choice.policy, summarizer,
                               snapshot=dry)
         if dry:

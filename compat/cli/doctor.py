@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from compat._cli_common import Output, output_options, resolve_store, store_options
-from compat._cli_urls import check_url
+from compat.cli._common import Output, output_options, resolve_store, store_options
+from compat.cli._urls import check_url
 
 __all__ = ["doctor"]
 

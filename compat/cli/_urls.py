@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from adapters.errors import ConfigError
-from compat._cli_common import show_url
+from adapters.stores.url import kind_of, sqlite_path
+from compat.cli._common import show_url
 
 __all__ = ["SQLITE_FORM", "POSTGRES_FORM", "check_url", "kind_of", "sqlite_path"]
 
@@ -26,19 +26,6 @@ _EXTRAS = {
     "postgresql": (("psycopg", "psycopg_pool", "sqlalchemy", "langgraph.checkpoint.postgres"),
                    "postgres"),
 }
-
-
-def kind_of(url: str) -> str:
-    """``memory`` | ``sqlite`` | ``postgresql`` (after :func:`check_url`)."""
-    if url in ("memory", "memory://"):
-        return "memory"
-    return "sqlite" if url.startswith("sqlite:") else "postgresql"
-
-
-def sqlite_path(url: str) -> Path:
-    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db`` (as the store)."""
-    base = url.partition("?")[0]
-    return Path(base.removeprefix("sqlite://")[1:])
 
 
 def _sqlite_for(path: str) -> str:

@@ -1,0 +1,222 @@
+"""Operations on a memory that are not memory: the library side of the command line.
+
+Each function takes a ``SummaryMemory`` and uses only what it exposes (its engine, store URL,
+policy); the ``memshift`` commands call these very functions (as Alembic's commands are
+``alembic.command`` functions). Placements (``pin``, ``unpin``, ``placement``), whole-state
+writes (``restore_thread``), summaries rebuilt from the transcript (``rebuild``,
+``resummarize``), fold records (``summary_history``), thread listing (``thread_ids``,
+``iter_thread_ids``, ``last_transcript_id``), opening a store read-only (``open_read_only``)
+and ``reopen``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from adapters import MemoryPolicy, MemoryView, ThreadRecord, compare_views
+from adapters.errors import ConfigError, StoreError
+from adapters.fold import FoldRecord
+from adapters.stores.base import Placement, Store
+from compat._turns import check_thread_id
+
+if TYPE_CHECKING:
+    from compat.memory import SummaryMemory
+
+__all__ = ["Rebuild", "iter_thread_ids", "last_transcript_id", "open_read_only", "pin",
+           "placement", "read_only_memory", "rebuild", "reopen", "restore_thread",
+           "resummarize", "summary_history", "thread_ids", "unpin"]
+
+
+# -- placements -------------------------------------------------------------------------------
+def pin(memory: SummaryMemory, thread_id: str, backend: str) -> Placement:
+    """Serve the thread from ``backend`` whatever the flag or rollout (moved now)."""
+    return memory.backend_impl.pin(check_thread_id(thread_id), backend)
+
+
+def unpin(memory: SummaryMemory, thread_id: str) -> Placement | None:
+    """Let the flag or rollout decide the thread again from its next touch."""
+    return memory.backend_impl.unpin(check_thread_id(thread_id))
+
+
+def placement(memory: SummaryMemory, thread_id: str) -> Placement | None:
+    """Where the thread lives (backend, version, since, pinned); ``None`` before its first
+    save."""
+    return memory.backend_impl.placement_of(check_thread_id(thread_id))
+
+
+# -- whole states -----------------------------------------------------------------------------
+def restore_thread(memory: SummaryMemory, record: ThreadRecord,
+                   fold_record: FoldRecord | None = None,
+                   expect_last_id: str | None = None) -> bool:
+    """Write a thread's transcript (idempotent by message id), summary and window in one
+    transaction, with ``fold_record`` (what produced this summary: a backup, a migration):
+    the state and its record commit together. ``expect_last_id``: a compare-and-set —
+    written only if the thread's newest transcript message is still that one (``""``: only if
+    it has none). Gives whether it wrote."""
+    check_thread_id(record.thread_id)
+    if fold_record is not None and fold_record.thread_id != record.thread_id:
+        raise ConfigError(f"the fold record is for thread {fold_record.thread_id!r}, the "
+                          f"state for {record.thread_id!r}; nothing was written")
+    return memory.backend_impl.restore(record, expect_last_id=expect_last_id,
+                                       fold_record=fold_record)
+
+
+@dataclass
+class Rebuild:
+    """A thread's memory rebuilt from its transcript, beside what is stored (not written)."""
+
+    thread_id: str
+    policy: MemoryPolicy
+    before: MemoryView
+    record: ThreadRecord
+    fold: FoldRecord
+    last_id: str
+
+    @property
+    def changed(self) -> bool:
+        after = MemoryView(self.thread_id, self.record.summary, list(self.record.window),
+                           self.record.folds)
+        return bool(compare_views(self.before, after))
+
+    def tokens(self) -> dict[str, Any]:
+        """Before → after: folds, summary tokens, window messages, memory tokens (what the
+        memory adds to a prompt), and the delta."""
+        def count(summary: str, window: list[BaseMessage]) -> tuple[int, int]:
+            head = [SystemMessage(summary)] if summary else []
+            return self.policy.count(head), self.policy.count(head + list(window))
+        sb, mb = count(self.before.summary, self.before.messages)
+        sa, ma = count(self.record.summary, list(self.record.window))
+        return {"folds": [self.before.folds, self.record.folds], "summary_tokens": [sb, sa],
+                "window_messages": [len(self.before.messages), len(self.record.window)],
+                "memory_tokens": [mb, ma], "delta_tokens": ma - mb}
+
+
+def rebuild(memory: SummaryMemory, thread_id: str, *, policy: MemoryPolicy | None = None,
+            llm: Any = None) -> Rebuild | None:
+    """The thread's summary rebuilt from the raw transcript with ``policy`` (default: the
+    memory's) and ``llm`` (default: the memory's summarizer); ``None`` for a thread with no
+    transcript. Runs the summarizer, with no lock held; writes nothing."""
+    from adapters.summarizer import summarizer_name
+    from compat._rebuild import rebuild_fold_record, rebuild_record, summarizer_for
+
+    tid = check_thread_id(thread_id)
+    policy = policy or memory.active_policy
+    summarizer = summarizer_for(memory, policy, llm)
+    start = time.perf_counter()
+    where = memory.backend_impl.locate(tid, move=False)
+    transcript = where.store.transcript(tid)
+    if not transcript:
+        return None
+    before = memory.load(tid)
+    record = rebuild_record(memory, tid, transcript, policy, summarizer, backend=where.backend)
+    fold = rebuild_fold_record(tid, transcript, record, policy, trigger="resummarize",
+                               summarizer=summarizer_name(summarizer),
+                               backend=memory.backend_name, started=start)
+    return Rebuild(tid, policy, before, record, fold, transcript[-1].id or "")
+
+
+def resummarize(memory: SummaryMemory, thread_id: str, llm: Any = None,
+                policy: MemoryPolicy | None = None, attempts: int = 3, *,
+                only_changed: bool = False) -> MemoryView:
+    """Rebuild the running summary from the raw transcript (after a summarizer or prompt
+    change) and write it with its fold record in one compare-and-set transaction: if a turn
+    was saved meanwhile it is rebuilt again. ``only_changed``: leave a thread whose rebuild
+    equals what is stored. Gives the thread's view afterwards."""
+    for _ in range(attempts):
+        plan = rebuild(memory, thread_id, policy=policy, llm=llm)
+        if plan is None or (only_changed and not plan.changed):
+            return plan.before if plan is not None else memory.load(thread_id)
+        if memory.backend_impl.restore(plan.record, expect_last_id=plan.last_id,
+                                       fold_record=plan.fold):
+            return memory.load(thread_id)
+    raise StoreError(f"resummarize gave up after {attempts} attempts: the thread kept "
+                     "receiving turns; retry when it is quiet")
+
+
+# -- reading ----------------------------------------------------------------------------------
+def summary_history(memory: SummaryMemory, thread_id: str) -> list[dict[str, Any]]:
+    """Every fold of the thread, oldest first: version, trigger, what was folded and kept,
+    summary tokens, summarizer, prompt version, duration, error."""
+    store = memory.backend_impl.home_of(tid := check_thread_id(thread_id))
+    with store.guard("summary_history"):
+        return store.fold_records(tid)
+
+
+def iter_thread_ids(memory: SummaryMemory) -> Iterator[str]:
+    """Every thread with a transcript in the memory's stores, streamed, each once."""
+    homes = memory.backend_impl.homes()
+    if len(homes) == 1:
+        return homes[0].iter_thread_ids()
+    return _unique(homes)
+
+
+def _unique(homes: list[Store]) -> Iterator[str]:
+    seen: set[str] = set()
+    for store in homes:
+        for thread_id in store.iter_thread_ids():
+            if thread_id not in seen:
+                seen.add(thread_id)
+                yield thread_id
+
+
+def thread_ids(memory: SummaryMemory) -> list[str]:
+    """Every thread with a transcript in the memory's stores, in first-seen order."""
+    homes = memory.backend_impl.homes()
+    if len(homes) > 1:
+        return list(iter_thread_ids(memory))
+    with homes[0].guard("thread_ids"):
+        return homes[0].thread_ids()
+
+
+def last_transcript_id(memory: SummaryMemory, thread_id: str) -> str | None:
+    """The id of the thread's newest transcript message where it lives (one small read)."""
+    store = memory.backend_impl.home_of(thread_id)
+    with store.guard("read the transcript's newest id"), store.snapshot(thread_id) as tx:
+        ids = store.last_ids(tx, 1)
+    return ids[0] if ids else None
+
+
+# -- opening ----------------------------------------------------------------------------------
+def open_read_only(store: str, backend: str = "classic", **kwargs: Any) -> SummaryMemory:
+    """A memory that reads an existing SQLite or PostgreSQL store and can never write to it
+    (reports, dashboards and audits beside the live app): loads, histories, transcripts, fold
+    records and thread ids work, every write raises ``StoreError``; each thread is served where
+    it lives and never moved. SQLite opens with ``mode=ro`` (a missing file stays missing),
+    PostgreSQL sessions with ``default_transaction_read_only=on``; no schema is created."""
+    from adapters.stores.readonly import open_read_only as open_store
+    from adapters.stores.url import kind_of, show_url
+    from compat.memory import SummaryMemory
+
+    if backend not in ("classic", "middleware"):
+        raise ConfigError(f"a read-only memory reads with 'classic' or 'middleware', got {backend!r}")
+    if not isinstance(store, str) or kind_of(store) == "memory":
+        raise ConfigError("a read-only memory needs a sqlite:/// or postgresql:// URL: an "
+                          "in-memory store has nothing to read")
+    opened = open_store(store)
+    if opened is None:
+        raise StoreError(f"{show_url(store)} holds no memshift tables: nothing to read")
+    return SummaryMemory(backend=backend, store=opened, **kwargs)
+
+
+def read_only_memory(backend: str, url: str, *, snapshot: bool = False,
+                     **kwargs: Any) -> SummaryMemory | None:
+    """``open_read_only``, or ``None`` for a store that holds no memshift tables (a dry run
+    against a target that does not exist yet); ``snapshot``: SQLite ``immutable=1`` when no
+    ``-wal`` file exists, so nothing at all appears beside the file."""
+    from adapters.stores.readonly import open_read_only as open_store
+    from compat.memory import SummaryMemory
+
+    store = open_store(url, snapshot=snapshot)
+    if store is None:
+        return None
+    return SummaryMemory(backend=backend, store=store, **kwargs)
+
+
+def reopen(memory: SummaryMemory) -> SummaryMemory:
+    """A new memory with this one's configuration and its own connection to the same store."""
+    return type(memory)(**{name: getattr(memory, name) for name in memory.model_fields_set})
