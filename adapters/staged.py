@@ -32,7 +32,7 @@ from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError, MemshiftError, ThreadElsewhere
 from adapters.io import Steps, run_sync
 from adapters.protocol import Check, Engine, Guard, Location, open_guard
-from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
+from adapters.stores.base import Placement, Store, Tx, in_transaction, require, store_io
 from adapters.view import MemoryView, ThreadRecord
 
 __all__ = ["PlacementChanged", "StagedEngine", "share_of"]
@@ -71,22 +71,34 @@ class StagedEngine(Engine):
 
     hints_size = 100_000  # threads whose last backend this process remembers (a hint only)
 
-    def __init__(self, *, classic: Engine, middleware: MemoryEngine, rollout: float = 0.0,
+    def __init__(self, *, classic: Engine | None, middleware: MemoryEngine | None,
+                 rollout: float = 0.0,
                  route: Callable[[str], str] | None = None, fixed: str | None = None,
                  move_on_touch: bool = True, config_since: float | None = None) -> None:
         if fixed is not None and fixed not in BACKENDS:
             raise ConfigError(f"unknown backend {fixed!r}; use one of {list(BACKENDS)}")
         if not 0 <= rollout <= 1:
             raise ConfigError(f"rollout must be within [0, 1], got {rollout}")
-        self.engines: dict[str, Engine] = {"classic": classic, "middleware": middleware}
+        # a side the store cannot host (it lacks that concern) is absent
+        self.engines: dict[str, Engine] = {name: side for name, side in
+                                           (("classic", classic), ("middleware", middleware))
+                                           if side is not None}
+        if not self.engines or (fixed is not None and fixed not in self.engines) or \
+                (fixed is None and len(self.engines) < 2):
+            raise ConfigError(f"the store cannot host the {fixed or 'staged'} backend: "
+                              f"only {sorted(self.engines) or 'no backend'} (a store without "
+                              "'classic' state or 'checkpoints' runs the other backend only)")
         # the side's serving one-backend engine: reads for moves and origins go there
         self._leaf = {name: side.leaves()[0] for name, side in self.engines.items()}
+        self._first = next(iter(self.engines.values()))
         self.fixed, self.name = fixed, fixed or "staged"
         self.rollout = {"classic": 0.0, "middleware": 1.0}.get(fixed or "", rollout)
         self.route, self.move_on_touch = route, move_on_touch
         self.config_since = time.time() if config_since is None else config_since
-        self.store: Store = middleware.store  # placements live with the middleware side
-        self.same_store = self._leaf["classic"].store is middleware.store
+        # placements live with the middleware side
+        home = self._leaf.get("middleware") or self._leaf["classic"]
+        self.store: Any = require(home.store, "placements", "knowing where a thread lives")
+        self.same_store = all(leaf.store is home.store for leaf in self._leaf.values())
         self.read_only = self.store.read_only
         self.moves = 0
         self._hints: dict[str, str] = {}
@@ -95,11 +107,11 @@ class StagedEngine(Engine):
     # -- what the protocol asks of every engine -------------------------------------------
     @property
     def policy(self) -> Any:  # type: ignore[override]
-        return self.engines["classic"].policy
+        return self._first.policy
 
     @property
     def summarizer(self) -> Any:  # type: ignore[override]
-        return self.engines["classic"].summarizer
+        return self._first.summarizer
 
     @summarizer.setter
     def summarizer(self, value: Any) -> None:
@@ -119,7 +131,7 @@ class StagedEngine(Engine):
     @property
     def mismatches(self) -> list[Any]:
         """Shadow mismatches of the classic cohort (``shadow_sample``), else ``[]``."""
-        return self.engines["classic"].mismatches
+        return self._first.mismatches
 
     def leaves(self) -> list[MemoryEngine]:
         return [leaf for side in self.engines.values() for leaf in side.leaves()]
@@ -139,7 +151,7 @@ class StagedEngine(Engine):
         return list(seen.values())
 
     def middleware_engine(self) -> MemoryEngine | None:
-        return self._leaf["middleware"]
+        return self._leaf.get("middleware")
 
     def drain(self, timeout: float | None = None) -> None:
         for side in self.engines.values():
@@ -202,12 +214,12 @@ class StagedEngine(Engine):
 
     def _make_check(self, backend: str, write: bool, outer: Guard | None) -> Guard:
         store = self.store
-        other = self._leaf["middleware" if backend == "classic" else "classic"]
+        other = self._leaf.get("middleware" if backend == "classic" else "classic")
         batches = store.batches
 
         def verdict(tx: Tx, placement: Placement | None) -> Steps[None]:
             if placement is None:
-                if _has_state((yield from other.view_in(tx))):
+                if other is not None and _has_state((yield from other.view_in(tx))):
                     raise _Unsettled
                 if write:
                     yield store_io(store, tx, store.set_placement,
@@ -247,7 +259,7 @@ class StagedEngine(Engine):
         holding = [name for name, view in views.items() if _has_state(view)]
         if len(holding) < 2:
             return holding[0] if holding else None
-        store = self._leaf["classic"].store
+        store = self.store
 
         def newest(tx: Tx) -> Steps[list[str]]:
             return (yield store_io(store, tx, store.last_ids, 1))
@@ -312,6 +324,9 @@ class StagedEngine(Engine):
 
     def _move(self, thread_id: str, current: Placement, to: str, pinned: bool,
               since: float) -> Steps[Placement | None]:
+        if to not in self.engines or current.backend not in self.engines:
+            raise ConfigError(f"thread {thread_id!r} would move from {current.backend} to {to}, "
+                              f"but this store hosts only {sorted(self.engines)}")
         new = Placement(to, current.version + 1, since, pinned)
         if current.backend == to:  # only the pin (or its time) changes
             yield from in_transaction(self.store, thread_id, self._swap(current, new))
@@ -497,7 +512,7 @@ def _transcript(store: Store, thread_id: str) -> Steps[list[BaseMessage]]:
     return (yield from in_transaction(store, thread_id, body, write=False))
 
 
-def _expect(store: Store, current: Placement | None, new: Placement) -> Guard:
+def _expect(store: Any, current: Placement | None, new: Placement) -> Guard:
     """Steps that find the placement still ``current`` and leave ``new`` (a no-op write when
     they are the same)."""
     def steps(tx: Tx) -> Steps[None]:

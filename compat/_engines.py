@@ -19,6 +19,7 @@ from adapters.errors import ConfigError
 from adapters.protocol import Engine
 from adapters.shadow import ShadowEngine
 from adapters.staged import StagedEngine
+from adapters.stores.base import capabilities
 from adapters.stores.memory import MemoryStore
 from adapters.summarizer import CachingSummarizer
 from compat._render import BufferRenderer
@@ -137,10 +138,14 @@ def build_engine(memory: SummaryMemory, name: str, summarizer: Any, store: Store
     if staged.target_store is not None:
         raise ConfigError("target_store= is for backend='staged' (the middleware side on "
                           "another store)")
-    if name != "shadow":
-        return StagedEngine(classic=_one(memory, "classic", policy, summarizer, store),
-                            middleware=_one(memory, "middleware", policy, summarizer, store),
-                            fixed=name, **route)
+    if name != "shadow":  # the sides this store can host (its concerns)
+        hosted = capabilities(store)
+        return StagedEngine(
+            classic=_one(memory, "classic", policy, summarizer, store)
+            if "classic" in hosted else None,
+            middleware=_one(memory, "middleware", policy, summarizer, store)
+            if "checkpoints" in hosted else None,
+            fixed=name, **route)
     shadow = shadow or ShadowConfig()
     if shadow.primary not in ("classic", "middleware") or \
             shadow.candidate not in ("classic", "middleware"):

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from adapters import MemoryPolicy, MemoryView, ThreadRecord, compare_views
 from adapters.errors import ConfigError, StoreError
 from adapters.fold import FoldRecord
-from adapters.stores.base import Placement, Store
+from adapters.stores.base import Placement, require
 from compat._turns import check_thread_id
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def rebuild(memory: SummaryMemory, thread_id: str, *, policy: MemoryPolicy | Non
     summarizer = summarizer_for(memory, policy, llm)
     start = time.perf_counter()
     where = memory.backend_impl.locate(tid, move=False)
-    transcript = where.store.transcript(tid)
+    transcript = require(where.store, "reads", "a rebuild").transcript(tid)
     if not transcript:
         return None
     before = memory.load(tid)
@@ -142,20 +142,21 @@ def resummarize(memory: SummaryMemory, thread_id: str, llm: Any = None,
 def summary_history(memory: SummaryMemory, thread_id: str) -> list[dict[str, Any]]:
     """Every fold of the thread, oldest first: version, trigger, what was folded and kept,
     summary tokens, summarizer, prompt version, duration, error."""
-    store = memory.backend_impl.home_of(tid := check_thread_id(thread_id))
+    store = require(memory.backend_impl.home_of(tid := check_thread_id(thread_id)), "reads",
+                    "summary_history")
     with store.guard("summary_history"):
         return store.fold_records(tid)
 
 
 def iter_thread_ids(memory: SummaryMemory) -> Iterator[str]:
     """Every thread with a transcript in the memory's stores, streamed, each once."""
-    homes = memory.backend_impl.homes()
+    homes = [require(s, "reads", "listing threads") for s in memory.backend_impl.homes()]
     if len(homes) == 1:
         return homes[0].iter_thread_ids()
     return _unique(homes)
 
 
-def _unique(homes: list[Store]) -> Iterator[str]:
+def _unique(homes: list[Any]) -> Iterator[str]:
     seen: set[str] = set()
     for store in homes:
         for thread_id in store.iter_thread_ids():
@@ -166,7 +167,7 @@ def _unique(homes: list[Store]) -> Iterator[str]:
 
 def thread_ids(memory: SummaryMemory) -> list[str]:
     """Every thread with a transcript in the memory's stores, in first-seen order."""
-    homes = memory.backend_impl.homes()
+    homes = [require(s, "reads", "listing threads") for s in memory.backend_impl.homes()]
     if len(homes) > 1:
         return list(iter_thread_ids(memory))
     with homes[0].guard("thread_ids"):

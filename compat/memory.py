@@ -23,6 +23,7 @@ from adapters import BACKENDS, MemoryPolicy, MemoryView
 from adapters._upstream import check_upstream
 from adapters.errors import ConfigError, ThreadIdRequired, UnknownArgumentError
 from adapters.protocol import Engine
+from adapters.stores.base import require
 from adapters.stores.own_saver import OwnSaver
 from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
@@ -217,7 +218,8 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         """Every message ever saved on the thread, in order; ``[]`` for an unknown thread."""
-        store = self._rt.backend.home_of(tid := check_thread_id(thread_id))
+        store = require(self._rt.backend.home_of(tid := check_thread_id(thread_id)), "reads",
+                        "memory.transcript")
         with store.guard("transcript"):
             return store.transcript(tid)
 

@@ -1,10 +1,18 @@
 """The store seams, split by concern.
 
-- ``Store``: the thread log (append-only transcript, fold records), transactions, the
-  per-thread lock that lives exactly as long as its transaction, error translation;
-- ``ClassicState``: a classic thread's running summary, fold count and verbatim window;
-- ``Checkpoints``: the LangGraph saver (bound to a transaction for memshift's writes, and a
-  standalone one for ``create_agent``) and checkpoint retention.
+- ``Store``: the core — transactions (the per-thread lock lives exactly as long as its
+  transaction), the thread log (append-only transcript, fold records), error translation;
+- ``ClassicState`` (``store.classic``): a classic thread's running summary, fold count and
+  verbatim window;
+- ``Checkpoints`` (``store.checkpoints``): the LangGraph saver (bound to a transaction for
+  memshift's writes, and a standalone one for ``create_agent``) and checkpoint retention;
+- ``Placements`` (the store is one): which backend serves each thread;
+- ``Reads`` (the store is one): transcripts, fold records and thread ids, read outside a
+  transaction.
+
+The optional concerns are detected by presence (``capabilities``); what needs one that a store
+lacks is refused with a ``ConfigError`` (``require``). ``compat.testing.StoreContract`` checks a
+store against every concern it implements and reports the rest.
 
 Every write is one transaction (``begin`` … ``commit``/``rollback``, or the
 ``transaction(thread_id)`` context manager): one connection, the thread's lock held for
@@ -28,8 +36,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from adapters.io import IO
 
-__all__ = ["Checkpoints", "ClassicSnapshot", "ClassicState", "Placement", "Store", "Tx",
-           "in_transaction", "store_io"]
+__all__ = ["CAPABILITIES", "Checkpoints", "ClassicSnapshot", "ClassicState", "Placement",
+           "Placements", "Reads", "Store", "Tx", "capabilities", "in_transaction", "require",
+           "store_io"]
 
 
 class Tx:
@@ -215,7 +224,30 @@ class Store(ABC):
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
         """Persist one fold record, in the transaction that writes the state it describes."""
 
-    # -- placement (staged cutover) -------------------------------------------------------
+    @abstractmethod
+    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
+        """The thread's transcript inside ``tx`` (run through ``run``/``arun``)."""
+
+    # -- errors and lifetime ---------------------------------------------------------------
+    @contextmanager
+    def guard(self, what: str = "store operation") -> Iterator[None]:
+        """Translate driver errors into ``StoreError`` (SQL stores); no-op in memory."""
+        yield
+
+    def close(self) -> None:
+        """Release connections."""
+        self.checkpoints.close()
+
+    async def aclose(self) -> None:
+        """Release this event loop's async connections."""
+        await self.checkpoints.aclose()
+
+
+class Placements(ABC):
+    """A concern: where each thread lives (which backend serves it), one record per thread,
+    read and written inside the thread's transactions. Every memory asks it on each call; a
+    store without it runs no memory (``capabilities``)."""
+
     @abstractmethod
     def placement(self, tx: Tx) -> Placement | None:
         """Which backend serves the thread, if recorded."""
@@ -238,9 +270,10 @@ class Store(ABC):
     def placement_counts(self) -> list[tuple[str, bool, int, int]]:
         """(backend, pinned, threads, threads moved at least once) over the store."""
 
-    @abstractmethod
-    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
-        """The thread's transcript inside ``tx`` (run through ``run``/``arun``)."""
+
+class Reads(ABC):
+    """A concern: the queries that read a store outside a thread's transaction (transcripts,
+    fold records, thread listing: audits, migrations, ``memory.transcript``)."""
 
     @abstractmethod
     def transcript(self, thread_id: str) -> list[BaseMessage]:
@@ -258,19 +291,38 @@ class Store(ABC):
         """Threads with a transcript, streamed (SQL stores page through them)."""
         return iter(self.thread_ids())
 
-    # -- errors and lifetime ---------------------------------------------------------------
-    @contextmanager
-    def guard(self, what: str = "store operation") -> Iterator[None]:
-        """Translate driver errors into ``StoreError`` (SQL stores); no-op in memory."""
-        yield
 
-    def close(self) -> None:
-        """Release connections."""
-        self.checkpoints.close()
+CAPABILITIES = ("log", "classic", "checkpoints", "placements", "reads")
 
-    async def aclose(self) -> None:
-        """Release this event loop's async connections."""
-        await self.checkpoints.aclose()
+
+def capabilities(store: Store) -> set[str]:
+    """The concerns a store implements, detected by presence (as LangGraph's
+    checkpoint-conformance detects a saver's): the thread log always; ``classic`` (a
+    ``ClassicState`` as ``store.classic``: the classic backend), ``checkpoints`` (a
+    ``Checkpoints`` as ``store.checkpoints``: the middleware backend), ``placements`` and
+    ``reads`` (the store is also a ``Placements`` / ``Reads``)."""
+    found = {"log"}
+    if isinstance(getattr(store, "classic", None), ClassicState):
+        found.add("classic")
+    if isinstance(getattr(store, "checkpoints", None), Checkpoints):
+        found.add("checkpoints")
+    if isinstance(store, Placements):
+        found.add("placements")
+    if isinstance(store, Reads):
+        found.add("reads")
+    return found
+
+
+def require(store: Store, capability: str, why: str) -> Any:
+    """``store``, or a ``ConfigError`` naming the concern it lacks, before anything runs on it
+    (typed ``Any``: the caller uses the concern's methods)."""
+    if capability not in capabilities(store):
+        from adapters.errors import ConfigError
+
+        raise ConfigError(f"{type(store).__name__} does not implement the {capability!r} store "
+                          f"concern, which {why} needs (compat.testing.StoreContract reports "
+                          "what a store implements)")
+    return store
 
 
 def store_io(store: Store, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:

@@ -16,7 +16,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters.view import detach
-from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Placement, Store, Tx
+from adapters.stores.base import (
+    Checkpoints, ClassicSnapshot, ClassicState, Placement, Placements, Reads, Store, Tx,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -149,7 +151,7 @@ class _MemoryCheckpoints(Checkpoints):
         inmemory_retain(self._saver, tx.thread_id, self.keep)
 
 
-class MemoryStore(Store):
+class MemoryStore(Store, Placements, Reads):
     """Everything in this process; gone when it exits."""
 
     url = "memory"

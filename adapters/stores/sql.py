@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
-from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Tx
+from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.schema import (
     DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW,
@@ -74,7 +74,7 @@ class SqlClassic(ClassicState):
         self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
-class SqlStore(AsyncDriver):
+class SqlStore(AsyncDriver, Placements, Reads):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages

@@ -9,15 +9,11 @@ change and by how many tokens; it still calls the summarizer, to show the new su
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import click
-from langchain_core.messages import BaseMessage, SystemMessage
-
-from adapters import MemoryPolicy, MemoryView, ThreadRecord, compare_views
-from adapters.engine import MemoryEngine
+from adapters import MemoryPolicy, ThreadRecord
 from adapters.errors import ConfigError
 from compat.cli._common import Output, output_options, resolve_store, show_url, store_options
 from compat.cli._migrate_report import close_run, run_stats
@@ -28,48 +24,21 @@ from compat import admin
 __all__ = ["resummarize"]
 
 
-def _tokens(policy: MemoryPolicy, summary: str, window: list[BaseMessage]) -> tuple[int, int]:
-    """(summary tokens, summary + window tokens): what the memory adds to a prompt."""
-    head = [SystemMessage(summary)] if summary else []
-    return policy.count(head), policy.count(head + list(window))
-
-
-def _row(tid: str, policy: MemoryPolicy, before: MemoryView, after: ThreadRecord) -> dict:
-    sb, mb = _tokens(policy, before.summary, before.messages)
-    sa, ma = _tokens(policy, after.summary, after.window)
-    changed = bool(compare_views(before, MemoryView(tid, after.summary, list(after.window),
-                                                    after.folds)))
-    return {"thread_id": tid, "changed": changed, "folds": [before.folds, after.folds],
-            "summary_tokens": [sb, sa], "window_messages": [len(before.messages),
-                                                            len(after.window)],
-            "memory_tokens": [mb, ma], "delta_tokens": ma - mb}
-
-
 def _one(memory: Any, tid: str, policy: MemoryPolicy, llm: Any, dry: bool) -> dict:
-    from adapters.summarizer import summarizer_name
-    from compat._rebuild import rebuild_fold_record, rebuild_record, summarizer_for
-
-    summarizer = summarizer_for(memory, policy, llm)
-    started = time.perf_counter()
-    transcript = memory.transcript(tid)
-    if not transcript:
+    """One thread through ``compat.admin``: rebuilt, compared, written only if it changed."""
+    plan = admin.rebuild(memory, tid, policy=policy, llm=llm)
+    if plan is None:
         return {"thread_id": tid, "status": "skipped", "reason": "no transcript"}
-    before = memory.load(tid)
-    record = rebuild_record(memory, tid, transcript, policy, summarizer)
-    row = _row(tid, policy, before, record)
-    if not row["changed"]:
+    row = {"thread_id": tid, "changed": plan.changed, **plan.tokens()}
+    if not plan.changed:
         return {**row, "status": "unchanged"}
     if dry:
         return {**row, "status": "would change"}
-    fold = rebuild_fold_record(tid, transcript, record, policy, trigger="resummarize",
-                               summarizer=summarizer_name(summarizer),
-                               backend=memory.backend_name, started=started)
-    engine = memory.backend_impl
-    if not (isinstance(engine, MemoryEngine)
-            and engine.restore(record, expect_last_id=transcript[-1].id, fold_record=fold)):
-        view = admin.resummarize(memory, tid, llm=llm, policy=policy)  # a turn arrived: rebuild again
-        row = _row(tid, policy, before, ThreadRecord(tid, view.summary, view.messages,
-                                                     view.folds))
+    if not memory.backend_impl.restore(plan.record, expect_last_id=plan.last_id,
+                                       fold_record=plan.fold):  # a turn arrived: again
+        view = admin.resummarize(memory, tid, llm=llm, policy=policy)
+        plan.record = ThreadRecord(tid, view.summary, view.messages, view.folds)
+        row = {"thread_id": tid, "changed": plan.changed, **plan.tokens()}
     return {**row, "status": "rebuilt"}
 
 

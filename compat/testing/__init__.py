@@ -11,12 +11,14 @@ from compat.testing.contract import SummaryMemoryContract
 from compat.testing.fakes import EchoChatModel
 from compat.testing.equivalence import BackendEquivalenceContract
 from compat.testing.staged import StagedMigrationContract
+from compat.testing.store import StoreContract
 
 __all__ = [
     "BackendEquivalenceContract",
     "EchoChatModel",
     "RecordingSummarizer",
     "StagedMigrationContract",
+    "StoreContract",
     "SummaryMemoryContract",
     "agent_turn",
     "filler_turn",
