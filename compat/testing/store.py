@@ -196,7 +196,7 @@ class StoreCheckpointsContract(_Base):
         from langgraph.checkpoint.base import empty_checkpoint
 
         checkpoints = store.checkpoints
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         for _ in range(checkpoints.keep + 3):
             with store.transaction("t") as tx:
                 saver = checkpoints.saver(tx)
@@ -210,6 +210,7 @@ class StoreCheckpointsContract(_Base):
         tx = store.begin("t")
         before = len(list(checkpoints.checkpointer.list(config)))
         latest = checkpoints.saver(tx).get_tuple(config)
+        assert latest is not None
         checkpoints.saver(tx).put(latest.config, empty_checkpoint(), {"step": 1}, {})
         store.rollback(tx)
         assert len(list(checkpoints.checkpointer.list(config))) == before
