@@ -195,6 +195,8 @@ class StockSurface:
         return MOVED["open_read_only"](store, backend=backend, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_rt":  # read on every call: pydantic's documented slot, not its lookup
+            return self.__pydantic_private__["_rt"]  # type: ignore[attr-defined]
         function = MOVED.get(name) if name[0] != "_" and name != "open_read_only" else None
         if function is not None:
             warnings.warn(f"memory.{name}(...) is compat.admin.{name}(memory, ...)",

@@ -119,7 +119,9 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
     def step(self, snapshot: ClassicSnapshot, writes: ClassicWrites,
              fold: FoldFn | None) -> PolicySummaryBufferMemory:
         """This instance over one step's snapshot (plain attribute assignments)."""
-        self.chat_memory = StepWindow(snapshot, writes)
+        window = self.chat_memory  # the instance's own StepWindow, pointed at this step
+        assert isinstance(window, StepWindow)
+        window.snapshot, window.writes = snapshot, writes
         self.moving_summary_buffer = snapshot.summary
         self._job = (fold, snapshot.folds)
         return self
