@@ -6,6 +6,11 @@ performs each request with the blocking driver, ``run_async`` awaits the async o
 database drivers, ``ainvoke`` on chat models). Errors raised by a request are thrown back
 into the generator at the point that asked for it, so ``try``/``except`` in the logic work
 the same under both drivers. Nothing is copied between a sync and an async body.
+
+Every request names the methods it runs where it is made — ``yield IO(self.backend.read,
+self.backend.aread, tx)`` — so "go to definition" on either reaches the method in one hop, and
+an error raised there carries that method's frames and, above them, the ``yield`` line of the
+logic that asked for it.
 """
 
 from __future__ import annotations
