@@ -16,6 +16,8 @@ from adapters.errors import ConfigError
 
 __all__ = [
     "build_summary_message",
+    "format_block",
+    "summary_call_config",
     "inmemory_undo",
     "mark_setup_done",
     "saver_cursor",
@@ -88,6 +90,25 @@ def check_upstream() -> None:
 
 
 # -- SummarizationMiddleware -----------------------------------------------------------------
+def summary_call_config() -> Any:
+    """The config stock ``SummarizationMiddleware`` gives its summary model call
+    (``metadata={"lc_source": "summarization", ...}``, the ``nostream`` tag): LangGraph's
+    ``stream_mode="messages"`` and ``astream_events`` then carry no summary tokens, and a trace
+    marks the call as stock marks it. Private (``_summary_config``): a copy each time."""
+    from langchain.agents.middleware.summarization import _summary_config
+
+    return _summary_config()
+
+
+def format_block(block: Any) -> str | None:
+    """A content block as stock ``SummarizationMiddleware`` shows it to its summarizer
+    (``get_buffer_string(format="xml")``): a URL image as ``<image url="…" />``, base64 data
+    left out (``None``). Private (``_format_content_block_xml``)."""
+    from langchain_core.messages.utils import _format_content_block_xml
+
+    return _format_content_block_xml(block)
+
+
 def build_summary_message(summary: str) -> Any:
     """The exact summary message stock ``SummarizationMiddleware`` writes."""
     from langchain.agents.middleware import SummarizationMiddleware

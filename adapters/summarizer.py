@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_bu
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import PromptTemplate
 
+from adapters._upstream import summary_call_config
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
 from adapters.framing import frame_safe
@@ -93,11 +94,13 @@ class ChatModelSummarizer:
         return self.prompt.format(summary=frame_safe(summary), new_lines=frame_safe(new_lines))
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
-        reply = self._bound.invoke(self.render(summary, messages))
+        # stock's config: no summary tokens in the caller's stream, the trace marks the call
+        reply = self._bound.invoke(self.render(summary, messages), config=summary_call_config())
         return reply if isinstance(reply, str) else reply.text
 
     async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
-        reply = await self._bound.ainvoke(self.render(summary, messages))
+        reply = await self._bound.ainvoke(self.render(summary, messages),
+                                          config=summary_call_config())
         return reply if isinstance(reply, str) else reply.text
 
 

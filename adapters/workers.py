@@ -9,6 +9,7 @@ that hangs keeps its worker, as a thread of its own would; the next call takes a
 
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import threading
@@ -60,14 +61,16 @@ os.register_at_fork(after_in_child=_WORKERS._reset)
 
 def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float,
                       what: str = "summarizer") -> Any:
-    """``fn(*args)`` on a worker thread; ``TimeoutError`` after ``timeout`` seconds (the call
-    goes on, abandoned, on its daemon thread). Its own errors are raised here."""
+    """``fn(*args)`` on a worker thread, in a copy of the caller's context (LangChain's
+    callbacks and tracing parent follow the call); ``TimeoutError`` after ``timeout`` seconds
+    (the call goes on, abandoned, on its daemon thread). Its own errors are raised here."""
     box: dict[str, Any] = {}
     done = threading.Event()
+    context = contextvars.copy_context()  # the caller's callbacks and tracing parent go along
 
     def job() -> None:
         try:
-            box["value"] = fn(*args)
+            box["value"] = context.run(fn, *args)
         except BaseException as exc:  # handed to the caller below
             box["error"] = exc
         finally:
