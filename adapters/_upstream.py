@@ -32,8 +32,8 @@ __all__ = [
 ]
 
 # Overridden methods the stock code must call (spy-tested).
-MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_create_summary",
-                    "_partition_messages", "_build_new_messages", "_ensure_message_ids")
+MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_partition_messages",
+                    "_build_new_messages", "_ensure_message_ids")
 CLASSIC_HOOKS = ("prune", "predict_new_summary", "moving_summary_buffer")
 # Saver internals used for retention and for joining memshift's transaction.
 SQLITE_CHECKPOINT_TABLES = ("writes", "checkpoints")

@@ -47,6 +47,19 @@ class FoldHooks:
         record.log()
         return text
 
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        """A summary of ``messages`` onto ``summary``, nothing recorded (the middleware's
+        summary writer called on its own, as stock's ``_create_summary`` may be)."""
+        return run_sync(self._summary(summary, messages))
+
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        return await run_async(self._summary(summary, messages))
+
+    def _summary(self, summary: str, messages: Sequence[BaseMessage]) -> Steps[str]:
+        job = FoldJob(summary, 0, tuple(messages), FoldPlan(len(messages), "forced"))
+        text, _record = yield from self.folder.summarize_steps("", job)
+        return text
+
     def agent_fold(self) -> FoldFn:
         thread_id = _run_thread()
 

@@ -30,7 +30,7 @@ def _turns(n: int) -> list:
 
 def test_stock_before_model_calls_every_middleware_override(monkeypatch: pytest.MonkeyPatch) -> None:
     called: list[str] = []
-    for hook in ("_should_summarize", "_determine_cutoff_index", "_create_summary"):
+    for hook in ("_should_summarize", "_determine_cutoff_index", "_write_summary"):
         assert hook in MemshiftSummarizationMiddleware.__dict__, f"memshift no longer overrides {hook}"
         real = getattr(MemshiftSummarizationMiddleware, hook)
 
@@ -48,7 +48,9 @@ def test_stock_before_model_calls_every_middleware_override(monkeypatch: pytest.
     assert middleware.fold_update({"messages": _turns(2)}, fold) is None and folds == []
     called.clear()
     update = middleware.fold_update({"messages": _turns(3)}, fold)
-    assert called == ["_should_summarize", "_determine_cutoff_index", "_create_summary"]
+    # the summary comes through upstream's public summarizer= hook, not an override
+    assert called == ["_should_summarize", "_determine_cutoff_index", "_write_summary"]
+    assert "_create_summary" not in MemshiftSummarizationMiddleware.__dict__
     assert folds == [("", 0, 6, 4)]
     assert update is not None and update["memshift_folds"] == 1
     kept = [m for m in update["messages"][1:] if m.type != "remove"]
@@ -89,3 +91,19 @@ def test_a_missing_hook_fails_at_construction_naming_the_versions(monkeypatch: p
     monkeypatch.undo()
     upstream._checked = False
     SummaryMemory(backend="middleware", max_token_limit=100).close()
+
+
+def test_stock_create_summary_called_on_its_own_summarizes_as_stock_does() -> None:
+    """LangChain's tests (and users) call ``_create_summary``: it answers with a summary of the
+    messages handed in, through memshift's summarizer, as stock's does with a summarizer."""
+    import asyncio
+
+    from compat import SummaryMemory
+
+    memory = SummaryMemory(backend="middleware", policy=MemoryPolicy(max_tokens=100))
+    middleware = memory.middleware
+    messages = [HumanMessage("my name is Ada and I live in Lyon"), AIMessage("noted")]
+    summary = middleware._create_summary(messages)
+    assert "Ada" in summary and "Lyon" in summary
+    assert asyncio.run(middleware._acreate_summary(messages)) == summary
+    assert middleware._create_summary([]) == "No previous conversation history."  # stock's own

@@ -7,22 +7,23 @@ so ``create_agent(model, middleware=[mw], checkpointer=same)`` continues it.
 
 Overrides (private API, listed in ``adapters._upstream``, spy-tested): ``_should_summarize``
 / ``_determine_cutoff_index`` follow the memshift policy (turn cuts, the summary message
-never counted, no ``usage_metadata`` trigger, ``>`` not ``>=``); ``_create_summary`` asks
-the fold function the engine handed in (no trimming: the stock 4000-token trim silently
-drops the old summary).
+never counted, no ``usage_metadata`` trigger, ``>`` not ``>=``). The summary itself comes
+through upstream's public ``summarizer=`` hook: a writer that asks the fold function the
+engine handed in (no trimming: the stock 4000-token trim silently drops the old summary).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, NotRequired, Protocol, cast
 
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.types import AgentState
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
@@ -81,6 +82,10 @@ class AgentHooks(Protocol):
 
     def agent_afold(self) -> Any: ...
 
+    def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str: ...
+
+    async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str: ...
+
     def after_agent(self, window: Sequence[BaseMessage]) -> None: ...
 
     async def aafter_agent(self, window: Sequence[BaseMessage]) -> None: ...
@@ -88,6 +93,10 @@ class AgentHooks(Protocol):
 
 class _Declined(Exception):
     """The fold function said "not now": the stock flow stops with no update."""
+
+
+# the copy ``fold_update`` bound for this call: the summary writer answers for it
+_BOUND: ContextVar[Any] = ContextVar("memshift_bound_middleware", default=None)
 
 
 class MemshiftSummarizationMiddleware(SummarizationMiddleware):
@@ -101,8 +110,13 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
             "messages", policy.max_messages)
         keep: Any = ("tokens", policy.keep_tokens) if policy.keep_tokens else (
             "messages", policy.keep_messages)
+        # the summary writer through upstream's public hook: stock calls it with its own config
+        # (the nostream tag, lc_source), under the caller's callbacks
+        writer = RunnableLambda(self._write_summary, afunc=self._awrite_summary,
+                                name="memshift_summary")
         super().__init__(model, trigger=trigger, keep=keep,  # documentation only
-                         token_counter=cast(Any, policy.counter), trim_tokens_to_summarize=None)
+                         token_counter=cast(Any, policy.counter), trim_tokens_to_summarize=None,
+                         summarizer=writer)
         self.policy = policy
         self.hooks = hooks
         self._fold: FoldFn | None = None
@@ -130,16 +144,25 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         _, previous, folded = split_summary(messages_to_summarize)
         return previous, self._folds, folded, FoldPlan(len(folded), "forced")
 
-    def _create_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
-        assert self._fold is not None, "fold_update binds the fold function"
-        summary = self._fold(*self._job(messages_to_summarize))
+    # -- the summary writer (upstream's ``summarizer=`` hook) -----------------------------
+    def _write_summary(self, messages: list[AnyMessage], config: Any = None) -> str:
+        bound = _BOUND.get()
+        if bound is None:  # called on its own (stock's _create_summary): summarize them
+            _, previous, folded = split_summary(messages)
+            return self._hooks().summarize(previous, folded)
+        assert bound._fold is not None, "fold_update binds the fold function"
+        summary = bound._fold(*bound._job(messages))
         if summary is None:
             raise _Declined
         return summary
 
-    async def _acreate_summary(self, messages_to_summarize: list[AnyMessage]) -> str:
-        assert self._afold is not None, "afold_update binds the async fold function"
-        summary = await self._afold(*self._job(messages_to_summarize))
+    async def _awrite_summary(self, messages: list[AnyMessage], config: Any = None) -> str:
+        bound = _BOUND.get()
+        if bound is None:
+            _, previous, folded = split_summary(messages)
+            return await self._hooks().asummarize(previous, folded)
+        assert bound._afold is not None, "afold_update binds the async fold function"
+        summary = await bound._afold(*bound._job(messages))
         if summary is None:
             raise _Declined
         return summary
@@ -162,20 +185,26 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         """The stock ``before_model`` update with ``fold`` writing the summary, plus the
         fold count."""
         bound = self._bound(state, fold, None)
+        token = _BOUND.set(bound)
         try:
             return self._counted(bound, SummarizationMiddleware.before_model(
                 bound, state, None))  # type: ignore[arg-type]
         except _Declined:
             return None
+        finally:
+            _BOUND.reset(token)
 
     async def afold_update(self, state: dict[str, Any], afold: Any) -> dict[str, Any] | None:
         """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
         bound = self._bound(state, None, afold)
+        token = _BOUND.set(bound)
         try:
             return self._counted(bound, await SummarizationMiddleware.abefore_model(
                 bound, state, None))  # type: ignore[arg-type]
         except _Declined:
             return None
+        finally:
+            _BOUND.reset(token)
 
     # -- inside create_agent ----------------------------------------------------------------
     def _hooks(self) -> AgentHooks:
