@@ -20,23 +20,32 @@ __all__ = [
     "summary_call_config",
     "inmemory_undo",
     "mark_setup_done",
+    "daemon_aiosqlite",
     "saver_cursor",
     "CLASSIC_HOOKS",
     "MIDDLEWARE_HOOKS",
-    "SQLITE_CHECKPOINT_TABLES",
     "check_upstream",
     "inmemory_retain",
-    "POSTGRES_RETAIN",
+    "inmemory_copy",
+    "inmemory_delete_runs",
+    "inmemory_drop",
+    "inmemory_prune_latest",
+    "inmemory_run_threads",
+    "inmemory_uses_delta",
+    "delta_metadata",
+    "DELTA_METADATA_KEYS",
     "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
 ]
 
+# Checkpoint metadata keys LangGraph writes for ``DeltaChannel`` state (upstream's
+# ``PostgresSaver.prune`` refuses such threads by the same keys).
+DELTA_METADATA_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
 # Overridden methods the stock code must call (spy-tested).
 MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_partition_messages",
                     "_build_new_messages", "_ensure_message_ids")
 CLASSIC_HOOKS = ("prune", "predict_new_summary", "moving_summary_buffer")
 # Saver internals used for retention and for joining memshift's transaction.
-SQLITE_CHECKPOINT_TABLES = ("writes", "checkpoints")
 _SAVER_ATTRS = {
     "langgraph.checkpoint.sqlite:SqliteSaver": ("cursor", "is_setup", "conn", "lock"),
     "langgraph.checkpoint.memory:InMemorySaver": ("storage", "writes", "blobs", "serde"),
@@ -130,6 +139,14 @@ def saver_cursor(saver: Any) -> Any:
     return saver.cursor() if type(saver).__name__ == "SqliteSaver" else saver._cursor()
 
 
+def daemon_aiosqlite(conn: Any) -> Any:
+    """An ``aiosqlite`` connection (not yet awaited) whose worker thread does not keep the
+    interpreter alive: a script that forgets ``arelease()`` still exits (SQLAlchemy's aiosqlite
+    dialect does the same). Private (``Connection._thread``)."""
+    conn._thread.daemon = True
+    return conn
+
+
 # -- SQLite: SqliteSaver inside memshift's transaction --------------------------------------
 def sqlite_saver_in_transaction(conn: sqlite3.Connection) -> Any:
     """A ``SqliteSaver`` on ``conn`` that neither runs setup (executescript would COMMIT)
@@ -181,24 +198,6 @@ class _NoCommit:
         """The transaction's owner commits."""
 
 
-# -- PostgreSQL: retention as one statement in the save's transaction ----------------------
-POSTGRES_RETAIN = (
-    # Keep the newest %(keep)s root checkpoints of %(thread_id)s, their writes and the blobs
-    # they reference (PostgresSaver's tables; its prune runs ~15 statements). One statement:
-    # every part sees the same snapshot, so blobs are kept if a *kept* checkpoint names them.
-    "WITH kept AS (SELECT checkpoint_id, checkpoint FROM checkpoints "
-    "WHERE thread_id = %(thread_id)s AND checkpoint_ns = '' "
-    "ORDER BY checkpoint_id DESC LIMIT %(keep)s), "
-    "w AS (DELETE FROM checkpoint_writes WHERE thread_id = %(thread_id)s "
-    "AND checkpoint_ns = '' AND checkpoint_id NOT IN (SELECT checkpoint_id FROM kept)), "
-    "c AS (DELETE FROM checkpoints WHERE thread_id = %(thread_id)s "
-    "AND checkpoint_ns = '' AND checkpoint_id NOT IN (SELECT checkpoint_id FROM kept)) "
-    "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %(thread_id)s "
-    "AND b.checkpoint_ns = '' AND NOT EXISTS (SELECT 1 FROM kept k "
-    "WHERE k.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
-)
-
-
 # -- InMemorySaver ---------------------------------------------------------------------------
 def inmemory_undo(saver: Any, thread_id: str) -> Any:
     """A function that removes the root checkpoints of ``thread_id`` added after this call
@@ -213,18 +212,95 @@ def inmemory_undo(saver: Any, thread_id: str) -> Any:
     return undo
 
 
-def inmemory_retain(saver: Any, thread_id: str, keep: int) -> None:
-    """Keep the newest root checkpoints of a thread, their writes and their blobs."""
-    checkpoints = saver.storage.get(thread_id, {}).get("")
-    if not checkpoints or len(checkpoints) <= keep:
+def _versions_of(saver: Any, typed: Any) -> dict[str, Any]:
+    return saver.serde.loads_typed(typed).get("channel_versions", {})
+
+
+def _meta(saver: Any, entry: tuple) -> dict[str, Any]:
+    return saver.serde.loads_typed(entry[1]) or {}
+
+
+def _spaces(saver: Any, thread_id: str) -> list[tuple[str, list[tuple[str, tuple]]]]:
+    """A snapshot of a thread's namespaces and checkpoints (``list`` of a dict is one C call:
+    LangGraph's background writes to other keys cannot break it)."""
+    spaces = saver.storage.get(thread_id)
+    return [(ns, list(cps.items())) for ns, cps in list(spaces.items())] if spaces else []
+
+
+def delta_metadata(metadata: Any) -> bool:
+    """Whether a checkpoint's metadata says its channel values are ``DeltaChannel`` deltas
+    (rebuilt by the graph from older checkpoints; the raw ``channel_values`` lack them)."""
+    return bool(DELTA_METADATA_KEYS & (metadata or {}).keys())
+
+
+def inmemory_uses_delta(saver: Any, thread_id: str) -> bool:
+    """Whether a thread's checkpoints carry ``DeltaChannel`` state (its metadata keys)."""
+    return any(DELTA_METADATA_KEYS & _meta(saver, entry).keys()
+               for _ns, entries in _spaces(saver, thread_id) for _cid, entry in entries)
+
+
+def inmemory_drop(saver: Any, thread_id: str, doomed: Any) -> None:
+    """Remove the checkpoints ``doomed(ns, checkpoint_id, entry)`` picks, their writes and the
+    blobs they name that no remaining checkpoint names."""
+    spaces = saver.storage.get(thread_id)
+    gone: list[tuple[str, Any]] = []
+    for ns, entries in _spaces(saver, thread_id):
+        for checkpoint_id, entry in entries:
+            if doomed(ns, checkpoint_id, entry):
+                spaces[ns].pop(checkpoint_id, None)
+                saver.writes.pop((thread_id, ns, checkpoint_id), None)
+                gone.append((ns, entry[0]))
+    if not gone:
         return
-    for checkpoint_id in sorted(checkpoints)[:-keep]:
-        checkpoints.pop(checkpoint_id, None)
-        saver.writes.pop((thread_id, "", checkpoint_id), None)
-    live: set[tuple] = set()
-    for serialized, _meta, _parent in checkpoints.values():
-        versions = saver.serde.loads_typed(serialized).get("channel_versions", {})
-        live.update((thread_id, "", ch, v) for ch, v in versions.items())
-    for key in [k for k in list(saver.blobs)  # a snapshot: other threads write meanwhile
-                if k[0] == thread_id and k[1] == "" and k not in live]:
-        saver.blobs.pop(key, None)
+    live = {(ns, ch, v) for ns, entries in _spaces(saver, thread_id) for _c, entry in entries
+            for ch, v in _versions_of(saver, entry[0]).items()}
+    for ns, typed in gone:
+        for ch, v in _versions_of(saver, typed).items():
+            if (ns, ch, v) not in live:
+                saver.blobs.pop((thread_id, ns, ch, v), None)
+
+
+def inmemory_retain(saver: Any, thread_id: str, keep: int) -> None:
+    """Whole turns: keep the newest ``keep`` root checkpoints and everything back to the start
+    of the oldest one's turn (a root checkpoint not written by the loop: an input, an update, a
+    fork); older root checkpoints and the subgraph calls of their turns go, with their writes
+    and blobs. A thread with ``DeltaChannel`` state is kept whole."""
+    root = sorted(dict(_spaces(saver, thread_id)).get("", []))
+    if len(root) <= keep or inmemory_uses_delta(saver, thread_id):
+        return
+    cut = next((cid for cid, entry in reversed(root[:len(root) - keep + 1])
+                if _meta(saver, entry).get("source") != "loop"), None)
+    if cut is not None:
+        inmemory_drop(saver, thread_id,
+                      lambda ns, cid, _e: (ns == "" or ":" in ns) and cid < cut)
+
+
+def inmemory_prune_latest(saver: Any, thread_id: str) -> None:
+    """LangGraph's ``prune(strategy="keep_latest")``: the newest checkpoint of each namespace."""
+    latest = {ns: max(cid for cid, _e in entries) for ns, entries in _spaces(saver, thread_id)
+              if entries}
+    inmemory_drop(saver, thread_id, lambda ns, cid, _e: cid != latest[ns])
+
+
+def inmemory_delete_runs(saver: Any, thread_id: str, run_ids: set[str]) -> None:
+    inmemory_drop(saver, thread_id,
+                  lambda _ns, _cid, entry: _meta(saver, entry).get("run_id") in run_ids)
+
+
+def inmemory_run_threads(saver: Any, run_ids: set[str]) -> list[str]:
+    """Threads with a checkpoint of one of ``run_ids``."""
+    return [thread_id for thread_id in list(saver.storage)
+            if any(_meta(saver, entry).get("run_id") in run_ids
+                   for _ns, entries in _spaces(saver, thread_id) for _c, entry in entries)]
+
+
+def inmemory_copy(saver: Any, source: str, target: str) -> None:
+    """LangGraph's ``copy_thread``: every checkpoint, write and blob of ``source`` under
+    ``target`` (values are immutable serialized tuples: shared, not copied)."""
+    for ns, entries in _spaces(saver, source):
+        saver.storage[target][ns].update(entries)
+        for checkpoint_id, _entry in entries:
+            if (writes := saver.writes.get((source, ns, checkpoint_id))) is not None:
+                saver.writes[(target, ns, checkpoint_id)] = dict(writes)
+    for key in [k for k in list(saver.blobs) if k[0] == source]:
+        saver.blobs[(target, *key[1:])] = saver.blobs[key]

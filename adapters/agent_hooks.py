@@ -5,7 +5,7 @@ the one implementation, built by the engine from the fold routine it shares
 (``adapters.fold.Folder``) and its store — it knows nothing of the engine. Inside an agent
 step the agent's own checkpointer writes the state, so a fold summarizes at once (no memshift
 lock or transaction is open) and records itself; after the agent's turn the messages reach the
-transcript and old checkpoints are retained away.
+transcript.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 from adapters.backends.base import FoldFn
 from adapters.errors import SummarizerError
 from adapters.fold import FoldJob, Folder
-from adapters.io import IO, Steps, run_async, run_sync
+from adapters.io import Steps, run_async, run_sync
 from adapters.policy import FoldPlan
 from adapters.stores.base import Store, Tx, in_transaction, store_io
 
@@ -78,15 +78,16 @@ class FoldHooks:
     def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
         store, folder = self.store, self.folder
 
+        if not folder.records:
+            return
+
         def body(tx: Tx) -> Steps[None]:
-            if folder.records:
-                yield store_io(store, tx, store.append_transcript, folder.for_transcript(window))
-            checkpoints = store.checkpoints
-            yield IO(checkpoints.retain, checkpoints.aretain, tx)
+            yield store_io(store, tx, store.append_transcript, folder.for_transcript(window))
         yield from in_transaction(store, thread_id, body)
 
     def after_agent(self, window: Sequence[BaseMessage]) -> None:
-        """The agent's turn reaches the transcript; checkpoints stay bounded."""
+        """The agent's turn reaches the transcript (retention runs where the checkpointer
+        writes a run's input: ``adapters.stores.placed``, never beside LangGraph's writes)."""
         if (thread_id := _run_thread()) is not None:
             run_sync(self._after(thread_id, window))
 

@@ -21,6 +21,7 @@ __all__ = [
     "BackendConflictError",
     "ThreadElsewhere",
     "MismatchError",
+    "DeltaStateError",
 ]
 
 
@@ -63,6 +64,12 @@ class SummarizerError(MemshiftError):
 
 class StoreError(MemshiftError):
     """The store (database) failed or is unreachable. Messages never contain passwords."""
+
+
+class DeltaStateError(StoreError, NotImplementedError):
+    """An operation would break a thread's LangGraph ``DeltaChannel`` state (its values are
+    rebuilt from older checkpoints): refused, nothing changed. A ``NotImplementedError`` too, as
+    upstream's ``PostgresSaver.prune`` raises for such threads."""
 
 
 class ThreadElsewhere(MemshiftError):

@@ -18,7 +18,8 @@ from langchain_core.messages import BaseMessage
 
 from adapters import ThreadRecord
 from adapters.stores import sqlalchemy_url
-from adapters._upstream import saver_cursor
+from adapters._upstream import delta_metadata, saver_cursor
+from adapters.errors import DeltaStateError
 from adapters.backends.middleware import split_summary
 from compat._turns import stable_id, stable_ids
 from compat.memory import SummaryMemory
@@ -177,11 +178,16 @@ class GraphSource:
     LangGraph.js summary node of the seed tutorial writes it (an ``AIMessage`` starting
     with ``【对话摘要】`` or another of ``summary_prefixes``); the rolling-summary graph
     (``state[summary_key]`` + ``messages``). ``"state"`` / ``"messages"`` force one shape.
+
+    ``graph``: the compiled graph that wrote the threads. Needed when its channels are
+    LangGraph ``DeltaChannel``s (the checkpoint holds deltas, the graph rebuilds the value);
+    without it such a thread is refused with ``DeltaStateError``, never read as empty.
     """
 
     def __init__(self, checkpointer: Any, summary_key: str = "summary",
                  summary_in: str = "auto",
-                 summary_prefixes: tuple[str, ...] = DEFAULT_SUMMARY_PREFIXES) -> None:
+                 summary_prefixes: tuple[str, ...] = DEFAULT_SUMMARY_PREFIXES,
+                 graph: Any = None) -> None:
         if summary_in not in ("auto", "state", "messages"):
             raise ValueError(f"summary_in must be auto, state or messages, got {summary_in!r}")
         from adapters.stores.dual import DualSaver
@@ -189,6 +195,7 @@ class GraphSource:
         if isinstance(checkpointer, DualSaver):  # memshift's own: read through the sync side
             checkpointer = checkpointer.sync
         self.checkpointer = checkpointer
+        self.graph = graph
         self.summary_key = summary_key
         self.summary_in = summary_in
         self.summary_prefixes = tuple(summary_prefixes)
@@ -233,11 +240,18 @@ class GraphSource:
             last = page[-1]
 
     def read(self, thread_id: str) -> SourceThread | None:
-        tup = self.checkpointer.get_tuple(
-            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        tup = self.checkpointer.get_tuple(config)
         if tup is None:
             return None
         values = tup.checkpoint.get("channel_values", {})
+        if delta_metadata(tup.metadata):
+            if self.graph is None:
+                raise DeltaStateError(
+                    f"thread {thread_id!r}: its checkpoints hold LangGraph DeltaChannel deltas, "
+                    "which only its graph can rebuild; pass GraphSource(checkpointer, "
+                    "graph=<the compiled graph>)")
+            values = dict(self.graph.get_state(config).values)
         messages = list(values.get("messages", []))
         head, summary, window = split_summary(messages)
         in_messages = None if head is not None or self.summary_in == "state" else \

@@ -107,3 +107,49 @@ def test_stock_create_summary_called_on_its_own_summarizes_as_stock_does() -> No
     assert "Ada" in summary and "Lyon" in summary
     assert asyncio.run(middleware._acreate_summary(messages)) == summary
     assert middleware._create_summary([]) == "No previous conversation history."  # stock's own
+
+
+def test_aiosqlite_connections_run_on_a_daemon_thread(tmp_path) -> None:
+    """``daemon_aiosqlite`` reaches ``aiosqlite.Connection._thread`` (as SQLAlchemy's dialect
+    does): if aiosqlite renames it, this fails instead of scripts hanging at exit."""
+    import asyncio
+
+    import aiosqlite
+
+    from adapters._upstream import daemon_aiosqlite
+
+    async def open_and_check() -> bool:
+        conn = daemon_aiosqlite(aiosqlite.connect(str(tmp_path / "d.db")))
+        await conn
+        try:
+            return conn._thread.daemon and conn._thread.is_alive()
+        finally:
+            await conn.close()
+
+    assert asyncio.run(open_and_check())
+
+
+def test_checkpoint_table_columns_are_the_installed_savers(tmp_path, pg_url) -> None:
+    """``adapters.stores.checkpoint_sql`` copies rows column by column: the lists must be the
+    tables the installed ``SqliteSaver`` / ``PostgresSaver`` create."""
+    import sqlite3
+
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from adapters.stores.checkpoint_sql import COLUMNS
+
+    conn = sqlite3.connect(str(tmp_path / "c.db"), check_same_thread=False)
+    SqliteSaver(conn).setup()
+    for table, cols in COLUMNS["sqlite"]:
+        found = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        assert sorted(found) == sorted(["thread_id", *cols.split(", ")]), table
+    with PostgresSaver.from_conn_string(pg_url) as saver:
+        saver.setup()
+    with psycopg.connect(pg_url) as pg:
+        for table, cols in COLUMNS["postgresql"]:
+            found = [r[0] for r in pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+                (table,))]
+            assert sorted(found) == sorted(["thread_id", *cols.split(", ")]), table

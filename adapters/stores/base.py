@@ -127,6 +127,32 @@ class Checkpoints(ABC):
         """``retain`` on the async driver (in memory there is nothing to wait for)."""
         self.retain(tx)
 
+    # -- optional thread operations: ``memory.checkpointer`` offers LangGraph's
+    # ``copy_thread`` / ``delete_for_runs`` / ``prune`` for those named in ``operations``; each
+    # runs through ``Store.run``/``arun`` in a transaction of the thread (its lock held) --------
+    operations: frozenset[str] = frozenset()
+
+    def prune_latest(self, tx: Tx) -> None:
+        """``prune(keep_latest)``: the newest checkpoint of each namespace of the thread
+        (``DeltaStateError`` for a thread with ``DeltaChannel`` state)."""
+        raise NotImplementedError
+
+    def uses_delta(self, tx: Tx) -> bool:
+        """Whether the thread's checkpoints carry LangGraph ``DeltaChannel`` state."""
+        return False
+
+    def delete_runs(self, tx: Tx, run_ids: Sequence[str]) -> None:
+        """Remove the thread's checkpoints of ``run_ids``, their writes and unused blobs."""
+        raise NotImplementedError
+
+    def run_threads(self, tx: Tx, run_ids: Sequence[str]) -> list[str]:
+        """The threads with a checkpoint of one of ``run_ids`` (any thread: a read)."""
+        raise NotImplementedError
+
+    def copy_from(self, tx: Tx, source: str) -> None:
+        """Every checkpoint, write and blob of ``source`` under the transaction's thread."""
+        raise NotImplementedError
+
 
     def close(self) -> None:
         """Release the standalone checkpointer's connections."""

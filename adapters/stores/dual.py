@@ -17,10 +17,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["DualSaver"]
 
-_SYNC = ("get_tuple", "list", "put", "put_writes", "delete_thread", "delete_for_runs",
-         "copy_thread", "prune", "get_delta_channel_history", "get_next_version")
-_ASYNC = ("aget_tuple", "aput", "aput_writes", "adelete_thread", "adelete_for_runs",
-          "acopy_thread", "aprune", "aget_delta_channel_history")
+# only what both savers of every store implement (copy_thread, delete_for_runs and prune run
+# in memshift's transactions: adapters.stores.placed)
+_SYNC = ("get_tuple", "list", "put", "put_writes", "delete_thread",
+         "get_delta_channel_history", "get_next_version")
+_ASYNC = ("aget_tuple", "aput", "aput_writes", "adelete_thread", "aget_delta_channel_history")
 
 
 class DualSaver(BaseCheckpointSaver):

@@ -15,6 +15,8 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from adapters import _upstream as _up
+from adapters.errors import DeltaStateError
 from adapters.view import detach
 from adapters.stores.base import (
     Checkpoints, ClassicSnapshot, ClassicState, Placement, Placements, Reads, Store, Tx,
@@ -145,10 +147,29 @@ class _MemoryCheckpoints(Checkpoints):
         return self._saver
 
     def retain(self, tx: Tx) -> None:
-        """Keep the newest checkpoints of the root namespace, their writes and their blobs."""
-        from adapters._upstream import inmemory_retain
+        """Whole turns back from the newest ``keep`` root checkpoints (see
+        ``adapters.stores.checkpoint_sql``), their writes and their blobs."""
+        _up.inmemory_retain(self._saver, tx.thread_id, self.keep)
 
-        inmemory_retain(self._saver, tx.thread_id, self.keep)
+    operations = frozenset({"copy_thread", "delete_for_runs", "prune"})
+
+    def uses_delta(self, tx: Tx) -> bool:
+        return _up.inmemory_uses_delta(self._saver, tx.thread_id)
+
+    def prune_latest(self, tx: Tx) -> None:
+        if self.uses_delta(tx):
+            raise DeltaStateError(f"prune(strategy='keep_latest') would break the DeltaChannel "
+                                  f"state of thread {tx.thread_id!r}; nothing was pruned")
+        _up.inmemory_prune_latest(self._saver, tx.thread_id)
+
+    def delete_runs(self, tx: Tx, run_ids: Sequence[str]) -> None:
+        _up.inmemory_delete_runs(self._saver, tx.thread_id, set(run_ids))
+
+    def run_threads(self, tx: Tx, run_ids: Sequence[str]) -> list[str]:
+        return sorted(_up.inmemory_run_threads(self._saver, set(run_ids)))
+
+    def copy_from(self, tx: Tx, source: str) -> None:
+        _up.inmemory_copy(self._saver, source, tx.thread_id)
 
 
 class MemoryStore(Store, Placements, Reads):

@@ -5,23 +5,35 @@ run, ``list`` for the history) and writes it with ``put``. A thread that still l
 classic backend has no checkpoint there, so the agent would see an empty memory in silence.
 This saver claims the thread for the middleware backend before each of those calls: the
 router moves it (its compare-and-set move, one transaction) if it lives on classic, or raises
-``ThreadElsewhere`` when the memory was told not to move threads. Everything else goes
-straight to the saver underneath.
+``ThreadElsewhere`` when the memory was told not to move threads.
+
+It advertises only what it implements (LangGraph's checkpoint-conformance suite detects a
+saver's capabilities by the methods its class overrides): ``copy_thread``, ``delete_for_runs``
+and ``prune`` run in memshift transactions of each thread where the store implements them
+(memory, SQLite, PostgreSQL), pass to an application's own saver that has them, and are absent
+otherwise. ``delete_thread`` is the memory's ``clear`` (its record says the thread was cleared).
+Retention runs when a run's input checkpoint is written (never between the steps of a run, a
+replay or a fork), in a transaction of the thread: see ``adapters.stores.checkpoint_sql``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["PlacedSaver"]
+from adapters.errors import ConfigError, DeltaStateError
+from adapters.io import IO, Steps, run_async, run_sync
+from adapters.stores.base import Store, Tx, in_transaction, store_io
 
-_PASS = ("put_writes", "delete_thread", "delete_for_runs", "copy_thread", "prune",
-         "get_delta_channel_history", "get_next_version")
-_APASS = ("aput_writes", "adelete_thread", "adelete_for_runs", "acopy_thread", "aprune",
-          "aget_delta_channel_history")
+__all__ = ["PlacedSaver", "OPERATIONS"]
+
+OPERATIONS = ("copy_thread", "delete_for_runs", "prune")
+_PASS = ("put_writes", "get_delta_channel_history", "get_next_version")
+_APASS = ("aput_writes", "aget_delta_channel_history")
+PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
 def _thread(config: Any) -> str | None:
@@ -31,15 +43,28 @@ def _thread(config: Any) -> str | None:
     return tid if isinstance(tid, str) and tid else None
 
 
+def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
+    return (getattr(type(saver), name, None) is not getattr(BaseCheckpointSaver, name)
+            and getattr(type(saver), f"a{name}", None) is not getattr(BaseCheckpointSaver, f"a{name}"))
+
+
 class PlacedSaver(BaseCheckpointSaver):
     """Claims threads for ``middleware`` through ``engine`` before the saver sees them;
-    ``touch(thread_id)`` runs first (the memory's adoption of a legacy history)."""
+    ``touch(thread_id)`` runs first (the memory's adoption of a legacy history). ``store`` is
+    the middleware side's store (its transactions and checkpoint operations)."""
 
-    def __init__(self, inner: BaseCheckpointSaver, engine: Any,
+    def __new__(cls, inner: BaseCheckpointSaver, engine: Any, store: Store,
+                touch: Callable[[str], Any] | None = None) -> PlacedSaver:
+        own = frozenset(store.checkpoints.operations)
+        passed = frozenset(op for op in OPERATIONS if op not in own and _overrides(inner, op))
+        return super().__new__(_capable(own, passed))
+
+    def __init__(self, inner: BaseCheckpointSaver, engine: Any, store: Store,
                  touch: Callable[[str], Any] | None = None) -> None:
         super().__init__(serde=inner.serde)
-        self.inner, self.engine, self.touch = inner, engine, touch
+        self.inner, self.engine, self.store, self.touch = inner, engine, store, touch
 
+    # -- reads and writes: the thread is claimed first ----------------------------------------
     def _claim(self, config: Any) -> None:
         if (tid := _thread(config)) is not None:
             if self.touch is not None:
@@ -69,18 +94,137 @@ class PlacedSaver(BaseCheckpointSaver):
         async for item in self.inner.alist(config, **kwargs):
             yield item
 
-    def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         self._claim(config)
-        return self.inner.put(config, *args, **kwargs)
+        stored = self.inner.put(config, checkpoint, metadata, new_versions)
+        if (tid := self._turn_start(config, metadata)) is not None:
+            run_sync(self._retain(tid))
+        return stored
 
-    async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         await self._aclaim(config)
-        return await self.inner.aput(config, *args, **kwargs)
+        stored = await self.inner.aput(config, checkpoint, metadata, new_versions)
+        if (tid := self._turn_start(config, metadata)) is not None:
+            await run_async(self._retain(tid))
+        return stored
+
+    @staticmethod
+    def _turn_start(config: Any, metadata: Any) -> str | None:
+        """The thread of a run's input checkpoint (root namespace), when retention is due."""
+        configurable = (config or {}).get("configurable") or {}
+        if (metadata or {}).get("source") == "input" and not configurable.get("checkpoint_ns"):
+            return _thread(config)
+        return None
+
+    def _retain(self, thread_id: str) -> Steps[None]:
+        checkpoints = self.store.checkpoints
+
+        def body(tx: Tx) -> Steps[None]:
+            yield IO(checkpoints.retain, checkpoints.aretain, tx)
+        yield from in_transaction(self.store, thread_id, body)
+
+    # -- deleting a thread is clearing its memory ---------------------------------------------
+    def delete_thread(self, thread_id: str) -> None:
+        """The memory's ``clear``: checkpoints gone, the record says the thread was cleared."""
+        self.engine.clear(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.engine.aclear(thread_id)
+
+    # -- thread operations in memshift transactions (``Checkpoints.operations``) ---------------
+    def _each(self, thread_ids: Sequence[str], fn: Callable[..., Any], *args: Any) -> Steps[None]:
+        store = self.store
+        for thread_id in thread_ids:
+            def body(tx: Tx) -> Steps[None]:
+                yield store_io(store, tx, fn, *args)
+            yield from in_transaction(store, thread_id, body)
+
+    def _read(self, thread_id: str, fn: Callable[..., Any], *args: Any) -> Steps[Any]:
+        store = self.store
+
+        def body(tx: Tx) -> Steps[Any]:
+            return (yield store_io(store, tx, fn, *args))
+        return (yield from in_transaction(store, thread_id, body, write=False))
+
+    def _copy_steps(self, source: str, target: str) -> Steps[None]:
+        if source == target:
+            return
+        store, checkpoints = self.store, self.store.checkpoints
+        yield from self.engine.claim_steps(target, "middleware")
+        transcript = yield from self._read(source, store.transcript_in)
+
+        def body(tx: Tx) -> Steps[None]:
+            if (yield store_io(store, tx, store.last_ids, 1)):
+                raise ConfigError(f"copy_thread: thread {target!r} already has a transcript; "
+                                  "copy into a new thread id (or delete_thread it first)")
+            yield store_io(store, tx, checkpoints.copy_from, source)
+            if transcript:
+                yield store_io(store, tx, store.append_transcript, transcript)
+        yield from in_transaction(store, target, body)
+
+    def _runs_steps(self, run_ids: Sequence[str]) -> Steps[None]:
+        runs = [str(r) for r in run_ids]
+        if not runs:
+            return
+        checkpoints = self.store.checkpoints
+        threads = yield from self._read("", checkpoints.run_threads, runs)
+        yield from self._each(threads, checkpoints.delete_runs, runs)
+
+    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps[None]:
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        if strategy not in PRUNE_STRATEGIES:
+            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+        threads = [str(t) for t in thread_ids]
+        if strategy == "delete":
+            for thread_id in threads:
+                yield from self.engine.clear_steps(thread_id)
+            return
+        checkpoints = self.store.checkpoints
+        for thread_id in threads:  # nothing is pruned when one thread would be refused
+            if (yield from self._read(thread_id, checkpoints.uses_delta)):
+                raise DeltaStateError(f"prune(strategy='keep_latest') would break the "
+                                      f"DeltaChannel state of thread {thread_id!r}; nothing "
+                                      "was pruned")
+        yield from self._each(threads, checkpoints.prune_latest)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
+
+
+# -- the operations, as mixins: a class has a method only when it implements it ---------------
+class _Copy:
+    def copy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
+        """Every checkpoint and write of one thread (and its transcript) under a new one."""
+        run_sync(self._copy_steps(source_thread_id, target_thread_id))
+
+    async def acopy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
+        await run_async(self._copy_steps(source_thread_id, target_thread_id))
+
+
+class _Runs:
+    def delete_for_runs(self: Any, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and writes) of ``run_ids``, each thread in its transaction."""
+        run_sync(self._runs_steps(run_ids))
+
+    async def adelete_for_runs(self: Any, run_ids: Sequence[str]) -> None:
+        await run_async(self._runs_steps(run_ids))
+
+
+class _Prune:
+    def prune(self: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """LangGraph's ``prune``: ``keep_latest`` keeps each namespace's newest checkpoint
+        (``DeltaStateError`` for ``DeltaChannel`` threads, nothing pruned), ``delete`` clears."""
+        run_sync(self._prune_steps(thread_ids, strategy))
+
+    async def aprune(self: Any, thread_ids: Sequence[str], *,
+                     strategy: str = "keep_latest") -> None:
+        await run_async(self._prune_steps(thread_ids, strategy))
+
+
+_MIXINS = {"copy_thread": _Copy, "delete_for_runs": _Runs, "prune": _Prune}
 
 
 def _passing(name: str) -> Any:
@@ -95,6 +239,21 @@ def _apassing(name: str) -> Any:
         return await getattr(self.inner, name)(*args, **kwargs)
     method.__name__ = name
     return method
+
+
+@functools.cache
+def _capable(own: frozenset[str], passed: frozenset[str]) -> type:
+    """``PlacedSaver`` with the operations the store implements and those passed to the saver
+    (one class per combination)."""
+    base = PlacedSaver
+    if not own and not passed:
+        return base
+    mixins = tuple(_MIXINS[op] for op in OPERATIONS if op in own)
+    namespace: dict[str, Any] = {}
+    for op in passed:
+        namespace[op], namespace[f"a{op}"] = _passing(op), _apassing(f"a{op}")
+    name = base.__name__ + "".join(f"_{op}" for op in OPERATIONS if op in own | passed)
+    return type(name, (*mixins, base), {"__module__": base.__module__, **namespace})
 
 
 for _name in _PASS:

@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.batch import Batch
+from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata, scrub_password
 from adapters.stores.tx_saver import read_once
 from adapters.stores.url import lock_key, split_url, sqlalchemy_url
@@ -36,7 +37,9 @@ _LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
 SETUP_TIMEOUT_S = 300.0
 
 
-class _PostgresCheckpoints(Checkpoints):
+class _PostgresCheckpoints(SqlCheckpointOps, Checkpoints):
+    dialect = "postgresql"
+
     def __init__(self, store: PostgresStore, keep: int) -> None:
         self.store, self.keep = store, keep
         self._pool: Any = None
@@ -90,10 +93,10 @@ class _PostgresCheckpoints(Checkpoints):
         await self.store.arun(tx, self.retain)
 
     def retain(self, tx: Tx) -> None:
-        from adapters._upstream import POSTGRES_RETAIN
-
-        # batched: it goes with the COMMIT
-        self.store.send(tx, POSTGRES_RETAIN, {"thread_id": tx.thread_id, "keep": self.keep})
+        """Whole turns (``adapters.stores.checkpoint_sql``); one statement, batched: it goes
+        with the COMMIT."""
+        (sql,) = POSTGRES["retain"]
+        self.store.send(tx, sql, {"t": tx.thread_id, "skip": max(self.keep, 1) - 1})
 
     def close(self) -> None:
         if self._pool is not None:

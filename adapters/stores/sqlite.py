@@ -24,9 +24,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from adapters._upstream import mark_setup_done
+from adapters._upstream import daemon_aiosqlite, mark_setup_done
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, Placement, Tx
+from adapters.stores.checkpoint_sql import SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
 
 __all__ = ["SqliteStore"]
@@ -58,7 +59,9 @@ def _file_lock(path: str) -> Iterator[None]:
         os.close(fd)
 
 
-class _SqliteCheckpoints(Checkpoints):
+class _SqliteCheckpoints(SqlCheckpointOps, Checkpoints):
+    dialect = "sqlite"
+
     def __init__(self, store: SqliteStore, keep: int) -> None:
         self.store, self.keep = store, keep
         self._standalone: Any = None
@@ -99,27 +102,14 @@ class _SqliteCheckpoints(Checkpoints):
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        conn = await aiosqlite.connect(str(self.store.path), timeout=BUSY_TIMEOUT_S)
+        conn = await daemon_aiosqlite(aiosqlite.connect(str(self.store.path),
+                                                        timeout=BUSY_TIMEOUT_S))
         for pragma in _PRAGMAS:
             await conn.execute(pragma)
         return mark_setup_done(AsyncSqliteSaver(conn)), conn.close
 
     async def aretain(self, tx: Tx) -> None:
         await self.store.arun(tx, self.retain)
-
-    def retain(self, tx: Tx) -> None:
-        """Keep the newest ``keep`` checkpoints of the thread's root namespace (SqliteSaver
-        has no ``prune``)."""
-        from adapters._upstream import SQLITE_CHECKPOINT_TABLES
-
-        keep = ("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-                "ORDER BY checkpoint_id DESC LIMIT ?")
-        conn = _conn(tx)
-        for table in SQLITE_CHECKPOINT_TABLES:
-            conn.exec_driver_sql(
-                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
-                f"AND checkpoint_id NOT IN ({keep})",
-                (tx.thread_id, tx.thread_id, self.keep))
 
     def close(self) -> None:
         if self._standalone is not None:
