@@ -6,6 +6,8 @@ checks before importing this package that the one on the path is memshift's.
 
 from __future__ import annotations
 
+from typing import Any
+
 __memshift__ = True  # marker checked by compat: this ``adapters`` is memshift's
 
 from adapters.backends import (
@@ -14,7 +16,6 @@ from adapters.backends import (
     MemoryBackend,
     MemshiftSummarizationMiddleware,
     MiddlewareBackend,
-    PolicySummaryBufferMemory,
 )
 from adapters.engine import MemoryEngine
 from adapters.errors import (
@@ -75,3 +76,12 @@ __all__ = [
     "redact_url",
     "tiktoken_counter",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # defined on first use: see adapters.backends.classic_memory
+    if name == "PolicySummaryBufferMemory":
+        from adapters.backends.classic_memory import PolicySummaryBufferMemory
+
+        return PolicySummaryBufferMemory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -142,6 +142,11 @@ class MemoryEngine(Engine):
         state = yield IO(self.backend.read, self.backend.aread, tx)
         return self.backend.view(tx.thread_id, state)
 
+    def holds_in(self, tx: Tx) -> Steps[bool]:
+        """Whether this side holds anything of the transaction's thread."""
+        state = yield IO(self.backend.read, self.backend.aread, tx)
+        return self.backend.holds(state)
+
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:
         def body(tx: Tx) -> Steps[Any]:

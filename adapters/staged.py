@@ -62,10 +62,6 @@ def share_of(thread_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _has_state(view: MemoryView) -> bool:
-    return bool(view.messages or view.summary)
-
-
 class StagedEngine(Engine):
     """Both backends; the placement record decides which one serves a thread."""
 
@@ -219,7 +215,7 @@ class StagedEngine(Engine):
 
         def verdict(tx: Tx, placement: Placement | None) -> Steps[None]:
             if placement is None:
-                if other is not None and _has_state((yield from other.view_in(tx))):
+                if other is not None and (yield from other.holds_in(tx)):
                     raise _Unsettled
                 if write:
                     yield store_io(store, tx, store.set_placement,
@@ -253,12 +249,15 @@ class StagedEngine(Engine):
         """Where a thread no record names lives: the only side holding state, else the side
         whose window ends with the transcript's newest message, else the configured one;
         ``None`` when neither side holds anything."""
+        holding: list[str] = []
+        for name, leaf in self._leaf.items():  # asked without building a view
+            if (yield from in_transaction(leaf.store, thread_id, leaf.holds_in, write=False)):
+                holding.append(name)
+        if len(holding) < 2:
+            return holding[0] if holding else None
         views: dict[str, MemoryView] = {}
         for name, leaf in self._leaf.items():
             views[name] = yield from leaf.load_steps(thread_id, False)
-        holding = [name for name, view in views.items() if _has_state(view)]
-        if len(holding) < 2:
-            return holding[0] if holding else None
         store = self.store
 
         def newest(tx: Tx) -> Steps[list[str]]:

@@ -30,6 +30,7 @@ from adapters import (  # noqa: E402
 from adapters.errors import (  # noqa: E402
     ConfigError,
     ContentError,
+    DeltaStateError,
     InputKeyError,
     InvalidThreadId,
     MemshiftError,
@@ -40,7 +41,6 @@ from adapters.errors import (  # noqa: E402
     ThreadIdRequired,
     UnknownArgumentError,
 )
-from compat._stock import MemshiftChatHistory  # noqa: E402
 from compat import admin  # noqa: E402
 from compat._stock import MOVED as _MOVED  # noqa: E402
 from compat.memory import SummaryMemory  # noqa: E402
@@ -99,6 +99,7 @@ __all__ = [
     "ChatModelSummarizer",
     "ConfigError",
     "ContentError",
+    "DeltaStateError",
     "DeterministicSummarizer",
     "FoldRecord",
     "InputKeyError",
@@ -124,3 +125,12 @@ __all__ = [
     "count_tokens_cjk",
     "tiktoken_counter",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # a BaseChatMessageHistory subclass: defined on first use (see compat._histories)
+    if name == "MemshiftChatHistory":
+        from compat._histories import MemshiftChatHistory
+
+        return MemshiftChatHistory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """The stock surfaces: ``ConversationSummaryBufferMemory``'s attributes on the bound thread,
-and the chat histories ``RunnableWithMessageHistory`` takes.
+(the chat histories legacy code takes live in ``_histories``, imported on first use).
 
 Legacy code reads ``memory.chat_memory.messages``, sets ``memory.moving_summary_buffer``,
 calls ``predict_new_summary`` and ``prune()``; LangChain's own tests do too. Each works like
@@ -11,20 +11,19 @@ stock on the bound thread (an unbound memory on a persistent store raises
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, get_buffer_string
 
 from adapters import MemoryView, ThreadRecord
 from adapters.summarizer import run_summarizer
-from compat._turns import as_turn, resolve_input, resolve_output, split_turns
+from compat._turns import as_turn, resolve_input, resolve_output
 
 if TYPE_CHECKING:
+    from compat._histories import WindowHistory
     from compat.memory import SummaryMemory
 
-__all__ = ["MemshiftChatHistory", "StockSurface", "WindowHistory"]
+__all__ = ["StockSurface"]
 
 # memory.<name>(...) moved to compat.admin.<name>(memory, ...): registered by compat/__init__.py
 # (this package's facade does not import compat.admin)
@@ -36,36 +35,6 @@ _INSTEAD = {
     "_get_input_output": "save_context(inputs, outputs) (memshift applies the stock key rules)",
     "get_num_tokens": "memory.active_policy.count(messages)",
 }
-
-
-class WindowHistory(BaseChatMessageHistory):
-    """``memory.chat_memory``: the bound thread's verbatim window as a chat history (the
-    summary is not in it, as with stock). ``add_messages`` appends turn by turn without
-    folding, as stock's does (the next ``save_context`` or ``prune()`` folds)."""
-
-    def __init__(self, memory: SummaryMemory, thread_id: str) -> None:
-        self.memory, self.thread_id = memory, thread_id
-
-    @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return self.memory.load(self.thread_id).messages
-
-    async def aget_messages(self) -> list[BaseMessage]:
-        return (await self.memory.aload(self.thread_id)).messages
-
-    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        for turn in split_turns(list(messages)):
-            self.memory.save_messages(self.thread_id, turn, fold=False)
-
-    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        for turn in split_turns(list(messages)):
-            await self.memory.asave_messages(self.thread_id, turn, fold=False)
-
-    def clear(self) -> None:
-        self.memory.clear(self.thread_id)
-
-    async def aclear(self) -> None:
-        await self.memory.aclear(self.thread_id)
 
 
 class StockSurface:
@@ -139,6 +108,8 @@ class StockSurface:
 
     @property
     def chat_memory(self: SummaryMemory) -> WindowHistory:  # type: ignore[misc]
+        from compat._histories import WindowHistory
+
         return WindowHistory(self, self._thread(None))
 
     @property
@@ -211,21 +182,10 @@ class StockSurface:
             raise
 
 
-class MemshiftChatHistory(BaseChatMessageHistory):
-    """``messages`` is the summarized view; ``add_messages`` saves turn by turn."""
+def __getattr__(name: str) -> Any:
+    # ``compat.history`` (an old name of this module) had the chat histories
+    if name in ("MemshiftChatHistory", "WindowHistory"):
+        from compat import _histories
 
-    def __init__(self, memory: SummaryMemory, session_id: str) -> None:
-        self.memory = memory
-        self.session_id = session_id
-
-    @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return self.memory.prompt_messages(self.memory.load(self.session_id))
-
-    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        # RunnableWithMessageHistory hands over [human, ai] once per turn.
-        for turn in split_turns(list(messages)):
-            self.memory.save_messages(self.session_id, turn)
-
-    def clear(self) -> None:
-        self.memory.clear(self.session_id)
+        return getattr(_histories, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

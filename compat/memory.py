@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -29,11 +29,14 @@ from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
 from compat._engines import Runtime, build_engine, open_memory_store, resolve_policy
 from compat._render import BufferRenderer
-from compat._stock import MemshiftChatHistory, StockSurface
+from compat._stock import StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.config import (
     FLAT, LegacyConfig, ShadowConfig, StagedConfig, dump_setting, split_flat,
 )
+
+if TYPE_CHECKING:
+    from compat._histories import MemshiftChatHistory
 
 __all__ = ["SummaryMemory"]
 
@@ -225,6 +228,8 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     def chat_history(self, session_id: str) -> MemshiftChatHistory:
         """For ``RunnableWithMessageHistory(get_session_history=memory.chat_history)``."""
+        from compat._histories import MemshiftChatHistory
+
         return MemshiftChatHistory(self, check_thread_id(session_id))
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -273,7 +278,7 @@ class SummaryMemory(StockSurface, BaseMemory):
 
             engine = self._require_middleware("checkpointer")
             rt.checkpointer = PlacedSaver(engine.store.checkpoints.checkpointer, rt.backend,
-                                          touch=self._touch)
+                                          engine.store, touch=self._touch)
         return rt.checkpointer
 
     @property

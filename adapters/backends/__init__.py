@@ -1,7 +1,9 @@
 """The backends: one module each, behind the small contract in ``base``."""
 
+from typing import Any
+
 from adapters.backends.base import FoldFn, MemoryBackend
-from adapters.backends.classic import ClassicBackend, PolicySummaryBufferMemory
+from adapters.backends.classic import ClassicBackend
 from adapters.backends.middleware import MemshiftSummarizationMiddleware, MiddlewareBackend
 
 BACKENDS: dict[str, type[MemoryBackend]] = {
@@ -11,3 +13,12 @@ BACKENDS: dict[str, type[MemoryBackend]] = {
 
 __all__ = ["BACKENDS", "ClassicBackend", "FoldFn", "MemoryBackend",
            "MemshiftSummarizationMiddleware", "MiddlewareBackend", "PolicySummaryBufferMemory"]
+
+
+def __getattr__(name: str) -> Any:
+    # the real classic memory is defined on first use (it brings a BaseChatMessageHistory)
+    if name == "PolicySummaryBufferMemory":
+        from adapters.backends.classic_memory import PolicySummaryBufferMemory
+
+        return PolicySummaryBufferMemory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,6 +65,11 @@ class MemoryBackend(ABC):
     def view(self, thread_id: str, state: Any) -> MemoryView:
         """What ``load`` returns for a state."""
 
+    @abstractmethod
+    def holds(self, state: Any) -> bool:
+        """Whether the state holds anything of the thread (a summary or a message): asked
+        of the other side before a placement is first written, without building a view."""
+
     def shared_view(self, thread_id: str, state: Any) -> MemoryView:
         """``view`` for a caller that only reads it and lets nothing escape (a string
         rendering): it may share the store's messages. By default the detached ``view``."""

@@ -5,6 +5,10 @@ instead of ``llm.get_num_tokens_from_messages``; folds through an explicit store
 operation (stock ``prune()`` pops a *copy*, so persistent histories never shrink);
 persists the running summary per thread; never splits a tool-call pair; never loses a
 message when the summarizer fails (the turn is committed before any fold).
+
+The real class and the chat history it steps over live in ``classic_memory``, imported on
+first use: a process on the middleware side never defines a ``BaseChatMessageHistory``
+subclass (langchain-core deprecates that class; see the guide).
 """
 
 from __future__ import annotations
@@ -14,18 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_classic.memory import ConversationSummaryBufferMemory
-from langchain_core.chat_history import BaseChatMessageHistory
+from typing import TYPE_CHECKING
+
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, SystemMessage
-from pydantic import PrivateAttr
 
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.stores.base import ClassicSnapshot, Tx
 from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView, ThreadRecord, detach, kept_run
 
-__all__ = ["ClassicBackend", "ClassicWrites", "PolicySummaryBufferMemory", "WindowCounts"]
+if TYPE_CHECKING:
+    from adapters.backends.classic_memory import PolicySummaryBufferMemory
+
+__all__ = ["ClassicBackend", "ClassicWrites", "WindowCounts"]
 
 
 @dataclass
@@ -37,29 +43,6 @@ class ClassicWrites:
     replace: tuple[str, int, list[BaseMessage]] | None = None
     clear: bool = False
     folded: bool = False  # the real class folded in this step
-
-
-class StepWindow(BaseChatMessageHistory):
-    """The thread's window during one step, as a real chat history: reads come from the
-    snapshot, writes are collected for the backend's ``write``."""
-
-    def __init__(self, snapshot: ClassicSnapshot, writes: ClassicWrites) -> None:
-        self.snapshot, self.writes = snapshot, writes
-
-    @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return list(self.snapshot.window)  # a copy: stock prune() pops what it gets
-
-    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        self.snapshot.window.extend(messages)
-        self.snapshot.rows.extend([None] * len(messages))  # not written yet
-        self.writes.append.extend(messages)
-
-    def clear(self) -> None:
-        self.snapshot.window.clear()
-        self.snapshot.rows.clear()
-        self.writes.append.clear()
-        self.writes.clear = True
 
 
 class WindowCounts:
@@ -95,73 +78,6 @@ class WindowCounts:
         return base + total
 
 
-class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
-    """``ConversationSummaryBufferMemory`` whose prune follows a memshift policy and folds
-    through the function the engine handed in."""
-
-    _bound: tuple[Any, WindowCounts | None] = PrivateAttr(default=(None, None))  # policy, counts
-    _job: tuple[FoldFn | None, int] = PrivateAttr(default=(None, 0))  # fold function, folds
-
-    @classmethod
-    def build(cls, *, llm: Any, policy: Any, counts: WindowCounts | None, human_prefix: str,
-              ai_prefix: str, summary_message_cls: type[BaseMessage]) -> PolicySummaryBufferMemory:
-        """The real class, with ``model_construct`` (the inputs are memshift's own, already
-        valid; the class's deprecation warning is about using it directly, which memshift
-        exists to replace). ``step`` then points it at one thread's snapshot."""
-        built = cls.model_construct(
-            llm=llm, chat_memory=StepWindow(ClassicSnapshot(), ClassicWrites()),
-            max_token_limit=policy.max_tokens or 2000, prompt=policy.prompt,
-            human_prefix=human_prefix, ai_prefix=ai_prefix,
-            summary_message_cls=summary_message_cls, return_messages=True)
-        built._bound = (policy, counts)
-        return built
-
-    def step(self, snapshot: ClassicSnapshot, writes: ClassicWrites,
-             fold: FoldFn | None) -> PolicySummaryBufferMemory:
-        """This instance over one step's snapshot (plain attribute assignments)."""
-        window = self.chat_memory  # the instance's own StepWindow, pointed at this step
-        assert isinstance(window, StepWindow)
-        window.snapshot, window.writes = snapshot, writes
-        self.moving_summary_buffer = snapshot.summary
-        self._job = (fold, snapshot.folds)
-        return self
-
-    def prune(self) -> None:
-        """Fold per the policy; the summary and the shorter window are written together."""
-        history = self.chat_memory
-        window = list(history.messages)  # a copy: never mutate what a getter returned
-        (policy, counts), (fold, folds) = self._bound, self._job
-        tokens = None
-        if counts is not None and policy.max_tokens is not None:
-            assert isinstance(history, StepWindow)  # read rows have keys, this step's have none
-            rows = history.snapshot.rows
-            tokens = counts(window, stored=len(rows) - rows.count(None))
-        if not policy.trigger_reason(window, tokens):  # one count, like stock's prune;
-            return  # plan_fold would answer "no cut" after counting message by message
-        plan = policy.plan_fold(window)
-        if not plan.cutoff or fold is None:
-            return
-        summary = fold(self.moving_summary_buffer, folds, window, plan)
-        if summary is None:
-            return
-        assert isinstance(history, StepWindow)
-        snapshot, writes = history.snapshot, history.writes
-        dropped = snapshot.rows[: plan.cutoff]
-        del snapshot.window[: plan.cutoff], snapshot.rows[: plan.cutoff]
-        folds += 1
-        self._job = (fold, folds)
-        if None in dropped:  # the cut reaches messages of this step: write the result whole
-            writes.append.clear()
-            writes.replace = (summary, folds, list(snapshot.window))
-        else:
-            writes.fold = (summary, folds, dropped)
-        self.moving_summary_buffer = summary
-        writes.folded = True
-
-    async def aprune(self) -> None:
-        self.prune()
-
-
 class ClassicBackend(MemoryBackend):
     name = "classic"
 
@@ -182,6 +98,8 @@ class ClassicBackend(MemoryBackend):
         step never awaits, so no two steps share it at once), pointed at each step's state."""
         memory = getattr(self._local, "memory", None)
         if memory is None:
+            from adapters.backends.classic_memory import PolicySummaryBufferMemory
+
             memory = self._local.memory = PolicySummaryBufferMemory.build(
                 llm=self.llm, policy=self.policy, counts=self._counts,
                 human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
@@ -232,6 +150,9 @@ class ClassicBackend(MemoryBackend):
             window = [detach(m) for m in window]  # store is not
         return MemoryView(thread_id=thread_id, summary=summary, messages=window,
                           folds=state.folds, summary_message=head, backend=self.name)
+
+    def holds(self, state: ClassicSnapshot) -> bool:
+        return bool(state.window or state.summary)
 
     def shared_view(self, thread_id: str, state: ClassicSnapshot) -> MemoryView:
         return self.view(thread_id, state, detached=False)

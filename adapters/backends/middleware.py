@@ -311,6 +311,9 @@ class MiddlewareBackend(MemoryBackend):
                           folds=int(values.get("memshift_folds") or 0), summary_message=head,
                           backend=self.name)
 
+    def holds(self, state: tuple[dict[str, Any], int]) -> bool:
+        return bool(state[0].get("messages"))
+
     def clear_writes(self) -> dict[str, Any]:
         return {"delete": True}
 
