@@ -2,15 +2,22 @@
 
 PostgreSQL: ``MEMSHIFT_TEST_PG_DSN`` names a server (``.ci/run`` starts one with
 ``.ci/pg.sh`` and exports it); otherwise, where the server binaries are installed, the
-session starts a throwaway cluster itself. ``MEMSHIFT_REQUIRE_PG=1`` (set by CI) turns
-a missing server into a failure instead of a skip.
+session starts a throwaway cluster itself, on a free port and in a private temporary folder,
+so two runs on one machine never share or delete each other's server.
+``MEMSHIFT_REQUIRE_PG=1`` (set by CI) turns a missing server into a failure instead of a skip.
+Every test that reaches PostgreSQL carries the ``postgres`` marker (added at collection), so
+``pytest -m "not postgres"`` is the offline subset.
 """
 
 from __future__ import annotations
 
 import glob
+import inspect
 import os
+import shutil
+import socket
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,9 +65,10 @@ def pg_server() -> Iterator[PgServer]:
             if os.environ.get("MEMSHIFT_REQUIRE_PG") == "1":
                 pytest.fail(message)
             pytest.skip(message)
-        env = {**os.environ, "MEMSHIFT_PGDATA": "/tmp/memshift-pg-pytest", "MEMSHIFT_PGPORT": "54331"}
-        dsn = subprocess.run([str(PG_SH), "start"], env=env, check=True, capture_output=True,
-                             text=True).stdout.strip()
+        home = tempfile.mkdtemp(prefix="memshift-pg-pytest-")
+        os.chmod(home, 0o755)  # the server runs as `postgres` and must reach data/ (mode 700)
+        env = {**os.environ, "MEMSHIFT_PGDATA": os.path.join(home, "data")}
+        dsn = _start_private(env)
         started = True
 
         def restart() -> None:
@@ -71,6 +79,51 @@ def pg_server() -> Iterator[PgServer]:
     yield PgServer(dsn, restart)
     if started:
         subprocess.run([str(PG_SH), "stop"], env=env, check=False)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_private(env: dict[str, str]) -> str:
+    """Start the cluster on a port the kernel just handed out; retry if another process took
+    it between the probe and the server's bind."""
+    for _ in range(5):
+        env["MEMSHIFT_PGPORT"] = str(_free_port())
+        done = subprocess.run([str(PG_SH), "start"], env=env, capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout.strip()
+    raise RuntimeError(f"could not start a private PostgreSQL: {done.stderr[-2000:]}")
+
+
+_PG_FIXTURES = {"pg_server", "pg_url"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reaches PostgreSQL: through a fixture, a ``postgres`` param, or
+    ``fresh_store("postgres")`` in its body."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (names & _PG_FIXTURES or any(_is_pg(value) for value in params.values())
+                or _asks_pg(getattr(item, "function", None))):
+            item.add_marker(pytest.mark.postgres)
+
+
+def _is_pg(value: object) -> bool:
+    if isinstance(value, tuple):
+        return any(_is_pg(v) for v in value)
+    return value == "postgres"
+
+
+def _asks_pg(function: object) -> bool:
+    try:
+        return 'fresh_store("postgres")' in inspect.getsource(function)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return False
 
 
 @pytest.fixture
