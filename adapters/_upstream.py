@@ -10,13 +10,15 @@ from __future__ import annotations
 import functools
 import sqlite3
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from adapters.errors import ConfigError
 
 __all__ = [
     "build_summary_message",
     "format_block",
+    "normalize_trigger",
+    "validate_context_size",
     "summary_call_config",
     "inmemory_undo",
     "mark_setup_done",
@@ -43,7 +45,8 @@ __all__ = [
 DELTA_METADATA_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
 # Overridden methods the stock code must call (spy-tested).
 MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_partition_messages",
-                    "_build_new_messages", "_ensure_message_ids")
+                    "_build_new_messages", "_ensure_message_ids", "_normalize_trigger",
+                    "_validate_context_size")
 CLASSIC_HOOKS = ("prune", "predict_new_summary", "moving_summary_buffer")
 # Saver internals used for retention and for joining memshift's transaction.
 _SAVER_ATTRS = {
@@ -107,6 +110,28 @@ def summary_call_config() -> Any:
     from langchain.agents.middleware.summarization import _summary_config
 
     return _summary_config()
+
+
+def normalize_trigger(trigger: Any) -> list[dict[str, Any]]:
+    """Stock's reading of ``trigger=`` (a ``ContextSize`` tuple, a ``TriggerClause`` dict, or a
+    list of them) as clauses: AND within one, OR across them; stock's own checks and messages
+    (``ValueError``/``TypeError``). Private (``SummarizationMiddleware._normalize_trigger``,
+    which uses ``self`` only for the static ``_validate_context_size``)."""
+    from langchain.agents.middleware.summarization import SummarizationMiddleware
+
+    return [dict(c) for c in SummarizationMiddleware._normalize_trigger(
+        cast(Any, SummarizationMiddleware), trigger)]
+
+
+def validate_context_size(size: Any, parameter: str) -> tuple[str, Any]:
+    """Stock's check of a ``keep=`` tuple. Private (``_validate_context_size``)."""
+    from langchain.agents.middleware.summarization import SummarizationMiddleware
+
+    if not isinstance(size, tuple) or len(size) != 2:
+        raise ValueError(f"{parameter} must be a (kind, value) tuple such as ('tokens', 3000), "
+                         f"got {size!r}")
+    kind, value = SummarizationMiddleware._validate_context_size(cast(Any, size), parameter)
+    return kind, value
 
 
 def format_block(block: Any) -> str | None:

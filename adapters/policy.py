@@ -6,6 +6,7 @@ middleware fold the same messages at the same moment by construction.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Callable, Sequence
@@ -15,11 +16,13 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.prompts import PromptTemplate
 
+from adapters import policy_forms, policy_presets
+from adapters.fold_cuts import FoldPlan, plan_fold
 from adapters.errors import ConfigError
 from adapters.redaction import resolve_redactor
 from adapters.structured import STRUCTURED_PROMPT
 from adapters.tokens import (
-    TokenCounter, count_tokens_cjk, is_additive, is_monotonic, resolve_token_counter,
+    TokenCounter, count_tokens_cjk, is_additive, resolve_token_counter,
 )
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "FoldPlan", "MemoryPolicy"]
@@ -56,14 +59,6 @@ MAX_RETRY_BACKOFF = 300.0  # seconds: the ceiling of the doubling backoff betwee
 
 
 @dataclass(frozen=True)
-class FoldPlan:
-    """Where to cut a window: ``messages[:cutoff]`` are folded into the summary."""
-
-    cutoff: int
-    reason: str  # e.g. "tokens>200", "messages>6"; "" when nothing is folded
-
-
-@dataclass(frozen=True)
 class MemoryPolicy:
     """When to fold the oldest messages into the running summary, and how much to keep.
 
@@ -93,6 +88,12 @@ class MemoryPolicy:
     redact_transcript: bool = False
     preferences_store: Any = field(default=None, compare=False)  # a LangGraph BaseStore
     user_of: Callable[[str], str] | None = field(default=None, compare=False)
+    # langchain 1.5's forms (see policy_forms): instead of max_*/keep_*, stock's meaning
+    trigger: Any = None
+    keep: Any = None
+    model_window: int | None = None  # the context window fractions are read from (with_model)
+    _clauses: tuple[dict[str, Any], ...] | None = field(init=False, repr=False, compare=False,
+                                                        default=None)
     _counter: TokenCounter = field(init=False, repr=False, compare=False)
     _prompt: PromptTemplate = field(init=False, repr=False, compare=False)
     _redactor: Any = field(init=False, repr=False, compare=False)
@@ -100,11 +101,17 @@ class MemoryPolicy:
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
-                     "max_summary_tokens", "max_summary_input_tokens", "max_message_tokens"):
+                     "max_summary_tokens", "max_summary_input_tokens", "max_message_tokens",
+                     "model_window"):
             _positive_int(name, getattr(self, name))
-        if self.max_tokens is None and self.max_messages is None:
-            raise ConfigError("MemoryPolicy needs max_tokens or max_messages (or both)")
+        if self.trigger is not None or self.keep is not None:
+            self._stock_forms()
+        elif self.max_tokens is None and self.max_messages is None:
+            raise ConfigError("MemoryPolicy needs max_tokens or max_messages (or both), or "
+                              "trigger= as SummarizationMiddleware takes it")
         for trig, keep in (("max_tokens", "keep_tokens"), ("max_messages", "keep_messages")):
+            if self._clauses is not None:
+                break  # trigger= and keep= are independent, as in stock
             t, k = getattr(self, trig), getattr(self, keep)
             if k is not None and t is None:
                 raise ConfigError(f"{keep} needs {trig}")
@@ -142,48 +149,84 @@ class MemoryPolicy:
         object.__setattr__(self, "_prompt", _as_prompt(self.summary_prompt or default))
         object.__setattr__(self, "_redactor", resolve_redactor(self.redact))
 
+    def _stock_forms(self) -> None:
+        """Read ``trigger=``/``keep=``; a non-fraction ``keep`` becomes ``keep_*``."""
+        if self.trigger is not None:
+            object.__setattr__(self, "trigger", copy.deepcopy(self.trigger))  # caller's lists
+            if self.max_tokens is not None or self.max_messages is not None:
+                raise ConfigError("trigger= replaces max_tokens/max_messages; pass one of them")
+            object.__setattr__(self, "_clauses", policy_forms.parse_trigger(self.trigger))
+        elif self.max_tokens is None and self.max_messages is None:
+            raise ConfigError("keep= needs trigger= (or max_tokens/max_messages with keep_*)")
+        if self.keep is not None:
+            kind, value = policy_forms.parse_keep(self.keep)
+            target = "tokens" if kind == "fraction" else kind  # a fraction: tokens, resolved
+            other = "messages" if target == "tokens" else "tokens"
+            mine = getattr(self, f"keep_{target}")
+            if getattr(self, f"keep_{other}") is not None or \
+                    (mine is not None and kind != "fraction" and mine != value):
+                raise ConfigError("keep= replaces keep_tokens/keep_messages; pass one of them")
+            if kind != "fraction":  # the field it means (replace() passes it back: no conflict)
+                object.__setattr__(self, f"keep_{kind}", value)
+        if self.model_window is not None:  # fractions as stock computes them
+            clauses, keep = policy_forms.resolve(self._clauses or (), self.keep,
+                                                 self.model_window)
+            if self._clauses is not None:
+                object.__setattr__(self, "_clauses", tuple(clauses))
+            if self.keep is not None and self.keep[0] == "fraction" and keep is not None:
+                object.__setattr__(self, "keep_tokens", keep[1])
+        if self.keep is None and self._clauses is not None and self.keep_tokens is None and \
+                self.keep_messages is None:
+            object.__setattr__(self, "keep_messages", policy_forms.DEFAULT_KEEP[1])
+
+    @property
+    def trigger_clauses(self) -> tuple[dict[str, Any], ...] | None:
+        """``trigger=`` as clauses (AND within, OR across); ``None`` for ``max_*``."""
+        return self._clauses
+
+    @property
+    def fractional(self) -> bool:
+        """A fraction waits for the model's window (``with_model``)."""
+        keep = self.keep is not None and self.keep[0] == "fraction" and self.keep_tokens is None
+        return keep or any("fraction" in c for c in self._clauses or ())
+
+    def with_model(self, model: Any) -> MemoryPolicy:
+        """This policy with its fractions read from ``model``'s profile (stock's arithmetic);
+        itself when it has none. ``ConfigError`` when the model has no window to read.
+        ``trigger``/``keep`` stay as given; the clauses and ``keep_tokens`` are resolved."""
+        if not self.fractional:
+            return self
+        from dataclasses import replace
+
+        return replace(self, model_window=policy_forms.window_or_raise(model))
+
     # -- presets -------------------------------------------------------------------
     @classmethod
-    def from_budget(
-        cls,
-        context_window: int | Any,
-        *,
-        system: int = 0,
-        tools: int = 0,
-        rag: int = 0,
-        output: int = 0,
-        margin: int = 0,
-        keep_ratio: float = 0.5,
-        **kwargs: Any,
-    ) -> MemoryPolicy:
+    def from_budget(cls, context_window: int | Any, **kwargs: Any) -> MemoryPolicy:
         """Derive the history budget from the whole context window instead of guessing:
         ``max_tokens = window - (system + tools + rag + output + margin)``,
-        ``keep_tokens = max_tokens * keep_ratio``. ``context_window`` may be a chat model
-        whose ``profile["max_input_tokens"]`` supplies the window. See :meth:`explain`."""
-        window = context_window
-        if not isinstance(window, int) or isinstance(window, bool):
-            profile = getattr(context_window, "profile", None) or {}
-            window = profile.get("max_input_tokens") if hasattr(profile, "get") else None
-            if not isinstance(window, int):
-                raise ConfigError("context_window must be an int or a chat model whose "
-                                  "profile has max_input_tokens")
-        parts = {"system": system, "tools": tools, "rag": rag, "output": output, "margin": margin}
-        for name, value in parts.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} reservation must be an integer >= 0, got {value!r}")
-        if not 0 < keep_ratio <= 1:
-            raise ConfigError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
-        reserved = sum(parts.values())
-        history = window - reserved
-        if history <= 0:
-            detail = " + ".join(f"{k} {v:,}" for k, v in parts.items() if v)
-            raise ConfigError(f"impossible budget: reservations {detail} = {reserved:,} leave "
-                              f"{history:,} of the {window:,}-token context window for history")
-        keep = max(1, int(history * keep_ratio))
-        policy = cls(max_tokens=history, keep_tokens=keep, **kwargs)
-        object.__setattr__(policy, "_budget", {"window": window, **parts, "reserved": reserved,
-                                               "keep_ratio": keep_ratio})
+        ``keep_tokens = max_tokens * keep_ratio`` (keywords ``system``, ``tools``, ``rag``,
+        ``output``, ``margin``, ``keep_ratio``; the rest are policy fields). ``context_window``
+        may be a chat model whose ``profile["max_input_tokens"]`` supplies the window."""
+        policy: MemoryPolicy = policy_presets.from_budget(cls, context_window, **kwargs)
         return policy
+
+    @classmethod
+    def stock(cls, max_token_limit: int = 2000, llm: Any = None, **kwargs: Any) -> MemoryPolicy:
+        """``ConversationSummaryBufferMemory``'s own rule, the default of a memory built with no
+        ``policy=``: fold when the window exceeds ``max_token_limit``, cutting message by
+        message until it fits; stock's ``SUMMARY_PROMPT``; ``llm``'s own token count (memshift's
+        offline counter, with one warning, where that would download). The departures are
+        stock's defects that lose data or break a provider (the guide lists them)."""
+        from langchain_classic.memory.prompt import SUMMARY_PROMPT
+
+        from adapters.model_tokens import model_counter
+
+        kwargs.setdefault("cut", "message")
+        kwargs.setdefault("summary_prompt", SUMMARY_PROMPT)
+        if "token_counter" not in kwargs and llm is not None:
+            kwargs["token_counter"] = model_counter(llm)
+        return cls(max_tokens=max_token_limit, **kwargs)
 
     @classmethod
     def summary_only(cls, **kwargs: Any) -> MemoryPolicy:
@@ -193,29 +236,11 @@ class MemoryPolicy:
 
     def explain(self) -> str:
         """The arithmetic behind the limits, one line each."""
-        lines = []
-        if self._budget:
-            b = self._budget
-            lines.append(f"context window            {b['window']:>12,}")
-            for name in ("system", "tools", "rag", "output", "margin"):
-                lines.append(f"- {name:<24}{b[name]:>12,}")
-            lines.append(f"= history budget (max_tokens){self.max_tokens:>9,}"
-                         f"   ({b['window']:,} - {b['reserved']:,})")
-            lines.append(f"keep_tokens = {self.max_tokens:,} x {b['keep_ratio']} = {self.keep_tokens:,}")
-        else:
-            if self.max_tokens is not None:
-                lines.append(f"fold when the window exceeds {self.max_tokens:,} tokens; "
-                             f"keep {self.keep_tokens:,}")
-            if self.max_messages is not None:
-                lines.append(f"fold when the window exceeds {self.max_messages} messages; "
-                             f"keep {self.keep_messages}")
-        lines.append(f"cut at {'turn boundaries' if self.cut == 'turn' else 'any message'}; "
-                     "the summary message never counts; the newest turn always stays")
-        return "\n".join(lines)
+        return policy_presets.explain(self)
 
     # -- the recorded form ------------------------------------------------------------
     RECORDED = ("max_tokens", "keep_tokens", "max_messages", "keep_messages", "cut",
-                "summary_format", "max_summary_tokens")
+                "summary_format", "max_summary_tokens", "trigger")
 
     def recorded(self) -> dict[str, Any]:
         """The fold rule as plain data, stored with every fold record so that tools
@@ -224,6 +249,10 @@ class MemoryPolicy:
         out: dict[str, Any] | None = self.__dict__.get("_recorded")
         if out is None:
             out = {name: getattr(self, name) for name in self.RECORDED}
+            if self._clauses is None:
+                del out["trigger"]  # absent from records written before trigger= existed
+            else:
+                out["trigger"] = [dict(c) for c in self._clauses]
             out["token_counter"] = _counter_spec(self.token_counter)
             out["prompt_version"] = self.prompt_version
             object.__setattr__(self, "_recorded", out)
@@ -309,16 +338,29 @@ class MemoryPolicy:
     # -- the fold rule --------------------------------------------------------------
     def trigger_reason(self, window: Sequence[BaseMessage], tokens: int | None = None) -> str:
         """Why the window must be folded, or ``""`` when it fits (``tokens``: already counted)."""
-        if tokens is None and self.max_tokens is not None:
+        if tokens is None and self.counts_tokens:
             tokens = self.count(window)
         return self._reason(tokens, len(window))
 
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the trigger needs a token count of the window."""
+        if self._clauses is None:
+            return self.max_tokens is not None
+        return any("tokens" in c or "fraction" in c for c in self._clauses)
+
     def _reason(self, tokens: int | None, length: int) -> str:
+        if self._clauses is not None:
+            return policy_forms.clause_reason(self._clauses, tokens, length)
         if self.max_tokens is not None and tokens is not None and tokens > self.max_tokens:
             return f"tokens={tokens}>{self.max_tokens}"
         if self.max_messages is not None and length > self.max_messages:
             return f"messages={length}>{self.max_messages}"
         return ""
+
+    def plan_fold(self, window: Sequence[BaseMessage]) -> FoldPlan:
+        """The smallest cut whose remainder fits the keep limits (``fold_cuts``)."""
+        return plan_fold(self, window)
 
     def fits_keep(self, window: Sequence[BaseMessage]) -> bool:
         if self.keep_messages is not None and len(window) > self.keep_messages:
@@ -332,58 +374,6 @@ class MemoryPolicy:
             return False
         return self.cut == "message" or isinstance(message, HumanMessage)
 
-    def plan_fold(self, window: Sequence[BaseMessage]) -> FoldPlan:
-        """The smallest cut whose remainder fits the keep limits; never into the newest turn.
-
-        The plan is the same for every counter; only the cost differs. An additive counter
-        (the built-ins) counts each message once: linear. A monotonic one is bisected over the
-        cut points. Any other callable gets the plain scan, one count per candidate tail."""
-        if self.max_tokens is not None and self.additive:
-            return self._plan_additive(window)
-        reason = self.trigger_reason(window)
-        if not reason:
-            return FoldPlan(0, "")
-        cuts = [i for i in range(1, _newest_turn_start(window) + 1) if self.is_cut_point(window, i)]
-        if not cuts:
-            return FoldPlan(0, "")
-        if is_monotonic(self._counter):
-            return FoldPlan(_first_fit(cuts, lambda i: self.fits_keep(window[i:])), reason)
-        best = next((i for i in cuts if self.fits_keep(window[i:])), cuts[-1])
-        return FoldPlan(best, reason)
-
-    def _plan_additive(self, window: Sequence[BaseMessage]) -> FoldPlan:
-        """:meth:`plan_fold` from per-message counts: ``tail[i]`` is ``count(window[i:])``."""
-        counter = self._counter
-        base = counter([])
-        tail = [base] * (len(window) + 1)
-        for index in range(len(window) - 1, -1, -1):
-            tail[index] = tail[index + 1] + counter([window[index]]) - base
-        reason = self._reason(tail[0], len(window))
-        if not reason:
-            return FoldPlan(0, "")
-        keep_messages, keep_tokens = self.keep_messages, self.keep_tokens
-        best = 0
-        for index in range(1, _newest_turn_start(window) + 1):
-            if not self.is_cut_point(window, index):
-                continue
-            best = index
-            if (keep_messages is None or len(window) - index <= keep_messages) \
-                    and (keep_tokens is None or tail[index] <= keep_tokens):
-                break
-        return FoldPlan(best, reason if best else "")
-
-
-def _first_fit(cuts: list[int], fits: Callable[[int], bool]) -> int:
-    """The first cut that fits, by bisection (``fits`` is False then True along ``cuts``),
-    else the last cut, as the plain scan would give."""
-    low, high = 0, len(cuts)
-    while low < high:
-        middle = (low + high) // 2
-        if fits(cuts[middle]):
-            high = middle
-        else:
-            low = middle + 1
-    return cuts[low] if low < len(cuts) else cuts[-1]
 
 
 _OVERFLOW = re.compile(
@@ -404,13 +394,6 @@ def _counter_spec(counter: str | TokenCounter | None) -> str | None:
     return f"callable:{name}"
 
 
-def _newest_turn_start(window: Sequence[BaseMessage]) -> int:
-    for index in range(len(window) - 1, -1, -1):
-        if isinstance(window[index], HumanMessage):
-            return index
-    return max(len(window) - 1, 0)
-
-
 def _as_prompt(prompt: str | PromptTemplate | None) -> PromptTemplate:
     if prompt is None:
         prompt = DEFAULT_SUMMARY_PROMPT
@@ -418,9 +401,10 @@ def _as_prompt(prompt: str | PromptTemplate | None) -> PromptTemplate:
         prompt = PromptTemplate.from_template(prompt)
     if not isinstance(prompt, PromptTemplate):
         raise ConfigError(f"summary_prompt must be a str or PromptTemplate, got {type(prompt).__name__}")
-    if set(prompt.input_variables) != {"summary", "new_lines"}:
+    if set(prompt.input_variables) not in ({"summary", "new_lines"}, {"messages"}):
         raise ConfigError(
-            "summary_prompt must use exactly the variables {summary} and {new_lines}, "
+            "summary_prompt must use exactly the variables {summary} and {new_lines} (the "
+            "classic form) or {messages} (SummarizationMiddleware's form), "
             f"got {sorted(prompt.input_variables)}"
         )
     return prompt

@@ -184,6 +184,7 @@ NUMERIC_FIELDS = {  # field -> values it must refuse (bools, text, out of range)
     "summary_retries": [True, -1, 11, 10**6, 1.0],
     "summary_timeout": [True, 0, -1, 86_401, "5"],
     "retry_backoff": [True, -0.1, 3_601, "1"],
+    "model_window": [True, 0, -1, "1000", 0.5],
 }
 
 

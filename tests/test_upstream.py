@@ -153,3 +153,23 @@ def test_checkpoint_table_columns_are_the_installed_savers(tmp_path, pg_url) -> 
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
                 (table,))]
             assert sorted(found) == sorted(["thread_id", *cols.split(", ")]), table
+
+
+def test_policy_forms_are_read_by_stocks_own_parser() -> None:
+    """``MemoryPolicy(trigger=...)`` calls stock's private parser (``_upstream``): spy on it."""
+    from adapters import MemoryPolicy
+
+    calls: list[object] = []
+    real = SummarizationMiddleware._normalize_trigger
+
+    def spy(self: object, trigger: object) -> object:
+        calls.append(trigger)
+        return real(self, trigger)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SummarizationMiddleware, "_normalize_trigger", spy)
+        policy = MemoryPolicy(trigger=[("tokens", 10), {"messages": 3, "tokens": 5}],
+                              keep=("messages", 2))
+    assert calls == [[("tokens", 10), {"messages": 3, "tokens": 5}]]
+    assert policy.trigger_clauses == ({"tokens": 10}, {"messages": 3, "tokens": 5})
+    assert upstream.validate_context_size(("fraction", 0.5), "keep") == ("fraction", 0.5)

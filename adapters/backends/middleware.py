@@ -15,6 +15,7 @@ engine handed in (no trimming: the stock 4000-token trim silently drops the old 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, NotRequired, Protocol, cast
@@ -28,6 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from adapters import _upstream
+from adapters.policy_forms import stock_forms
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.stores.base import Tx
@@ -106,23 +108,42 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
 
     def __init__(self, policy: MemoryPolicy, model: BaseChatModel,
                  hooks: AgentHooks | None = None) -> None:
-        trigger: Any = ("tokens", policy.max_tokens) if policy.max_tokens else (
-            "messages", policy.max_messages)
-        keep: Any = ("tokens", policy.keep_tokens) if policy.keep_tokens else (
-            "messages", policy.keep_messages)
+        trigger, keep = stock_forms(policy)  # the policy in stock's words (fractions resolved)
         # the summary writer through upstream's public hook: stock calls it with its own config
         # (the nostream tag, lc_source), under the caller's callbacks
         writer = RunnableLambda(self._write_summary, afunc=self._awrite_summary,
                                 name="memshift_summary")
+        prompt = policy.prompt  # stock's attribute holds a {messages} prompt only
+        extra = {"summary_prompt": prompt.template} if prompt.input_variables == ["messages"] \
+            else {}
         super().__init__(model, trigger=trigger, keep=keep,  # documentation only
                          token_counter=cast(Any, policy.counter), trim_tokens_to_summarize=None,
-                         summarizer=writer)
+                         summarizer=writer, **extra)
         self.policy = policy
+        # stock's documented attributes, as given (fractions and all)
+        self.trigger = copy.deepcopy(policy.trigger) if policy.trigger is not None else trigger
+        self.keep = policy.keep if policy.keep is not None else keep
         self.hooks = hooks
         self._fold: FoldFn | None = None
         self._afold: Any = None
         self._plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
         self._folds = 0
+
+    # -- stock's public token_counter attribute: the policy's counter ------------------------
+    @property  # type: ignore[override]
+    def token_counter(self) -> Any:
+        policy = self.__dict__.get("policy")
+        return policy.counter if policy is not None else self.__dict__.get("_stock_counter")
+
+    @token_counter.setter
+    def token_counter(self, counter: Any) -> None:
+        """Stock's ``__init__`` sets it; an app (or LangChain's tests) may set it later: the
+        policy this middleware folds by then counts with it (the classic side does not)."""
+        if "policy" not in self.__dict__:
+            self.__dict__["_stock_counter"] = counter
+            return
+        self.policy = dataclasses.replace(self.policy, token_counter=counter)
+        self._partial_token_counter = counter
 
     # -- policy overrides (called by the stock before_model) --------------------------------
     def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
