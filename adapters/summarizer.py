@@ -87,6 +87,8 @@ class ChatModelSummarizer:
         self._bound = _with_output_cap(llm, max_tokens)
 
     def render(self, summary: str, messages: Sequence[BaseMessage]) -> str:
+        if self.prompt.input_variables == ["messages"]:
+            return _render_stock_middleware(self.prompt, summary, messages)
         new_lines = get_buffer_string(
             list(messages), human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
         )
@@ -102,6 +104,16 @@ class ChatModelSummarizer:
         reply = await self._bound.ainvoke(self.render(summary, messages),
                                           config=summary_call_config())
         return reply if isinstance(reply, str) else reply.text
+
+
+def _render_stock_middleware(prompt: PromptTemplate, summary: str,
+                             messages: Sequence[BaseMessage]) -> str:
+    """A ``{messages}`` prompt, filled as stock ``SummarizationMiddleware`` fills it: the
+    previous summary (its summary message) and the folded messages, as XML."""
+    from adapters._upstream import build_summary_message
+
+    shown = [build_summary_message(summary), *messages] if summary else list(messages)
+    return prompt.format(messages=get_buffer_string(shown, format="xml")).rstrip()
 
 
 def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:

