@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from adapters import MemoryPolicy, ThreadRecord
 from compat import SummaryMemory
-from compat._render import BufferRenderer
+from compat._stock import BufferRenderer
 from compat.testing import agent_turn, filler_turn
 from compat import admin
 

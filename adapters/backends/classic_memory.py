@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import PrivateAttr
 
 from adapters.backends.base import FoldFn
-from adapters.backends.classic import ClassicWrites, WindowCounts
+from adapters.backends.classic_state import ClassicWrites, WindowCounts
 from adapters.stores.base import ClassicSnapshot
 
 __all__ = ["PolicySummaryBufferMemory", "StepWindow"]
