@@ -81,7 +81,8 @@ def test_version_and_help() -> None:
     ("sqlite:///legacy.db", "no such SQLite file 'legacy.db'"),
     ("postgresql://app:hunter2@127.0.0.1:notaport/app", "postgresql://user@host:5432/db"),
     ("postgresql://app:hunter2@[::1/app", "is not a valid URL"),
-    ("postgresql://app:hunter2@db/app?sslmode=bogus", "unknown store option 'sslmode'"),
+    ("postgresql://app:hunter2@db/app?sslmode=bogus", "sslmode must be one of disable"),
+    ("postgresql://app:hunter2@db/app?sslmod=require", "unknown store option 'sslmod'"),
 ])
 def test_url_mistakes_get_one_line_with_the_right_form(tmp_path: Path, url: str,
                                                        expected: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Store, Tx
 from adapters.stores.memory import MemoryStore
-from adapters.stores.url import parse_options, redact_url, sqlalchemy_url
+from adapters.stores.url import driver_params, parse_options, redact_url, sqlalchemy_url
 
 __all__ = [
     "Checkpoints", "ClassicSnapshot", "ClassicState", "MemoryStore", "Store", "Tx", "open_store",
@@ -27,7 +27,8 @@ def open_store(url: str | Store | None) -> Store:
         raise ConfigError(f"store must be a URL string or a Store, got {type(url).__name__}")
     redacted = redact_url(url)
     base, _, query = url.partition("?")
-    options = parse_options(query, redacted)
+    postgres = base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+    options = parse_options(query, redacted, postgres=postgres)
     if base in ("memory", "memory://"):
         return MemoryStore(**options)
     if base.startswith("sqlite://"):
@@ -38,7 +39,7 @@ def open_store(url: str | Store | None) -> Store:
         from adapters.stores.postgres import PostgresStore
 
         return PostgresStore(base.replace("postgresql+psycopg://", "postgresql://", 1), redacted,
-                             **options)
+                             params=driver_params(query, redacted), **options)
     raise ConfigError(
         f"unsupported store URL {redacted!r}: use 'memory', 'sqlite:///path.db' "
         "or 'postgresql://user@host/db'"

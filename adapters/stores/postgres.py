@@ -14,6 +14,7 @@ cannot see.
 from __future__ import annotations
 
 import time
+from urllib.parse import quote, urlencode
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -121,7 +122,7 @@ class PostgresStore(SqlStore):
     batches = True
 
     def __init__(self, url: str, redacted: str, *, keep_checkpoints: int = 4,
-                 pool_size: int = 8) -> None:
+                 pool_size: int = 8, params: dict[str, str] | None = None) -> None:
         try:
             import psycopg
         except ImportError as exc:
@@ -130,10 +131,14 @@ class PostgresStore(SqlStore):
         parts = split_url(url)
         if not parts.path.strip("/"):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
-        self.conninfo = parts._replace(scheme="postgresql").geturl()
+        # libpq's own parameters (TLS, timeouts, application_name, ...) travel in the URL
+        # every connection is made from: the engine, the savers' pools, sync and async
+        self.conninfo = parts._replace(scheme="postgresql", query=urlencode(params or {}, quote_via=quote)).geturl()
         self._secret = url
+        timeout: dict[str, Any] = {} if "connect_timeout" in (params or {}) else \
+            {"connect_timeout": 10}
         try:  # fail fast and clearly
-            psycopg.connect(self.conninfo, connect_timeout=10).close()
+            psycopg.connect(self.conninfo, **timeout).close()
         except psycopg.Error as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}: "

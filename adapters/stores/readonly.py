@@ -61,19 +61,32 @@ def read_engine(url: str, *, snapshot: bool = False) -> Engine:
         def _on_begin(conn: Any) -> None:
             conn.exec_driver_sql("BEGIN")
         return engine
+    from adapters.stores.url import driver_params
+
+    given = driver_params(url.partition("?")[2], show_url(url))
+    args: dict[str, Any] = {"prepare_threshold": None,  # the read-only session, with the URL's
+                            "options": " ".join(filter(None, (given.get("options"),
+                                                              _PG_READ_ONLY)))}
+    if "connect_timeout" not in given:
+        args["connect_timeout"] = 10
     return create_engine(sqlalchemy_url(_libpq_url(url)), poolclass=NullPool, hide_parameters=True,
-                         connect_args={"options": _PG_READ_ONLY, "prepare_threshold": None,
-                                       "connect_timeout": 10})
+                         connect_args=args)
 
 
 def _libpq_url(url: str) -> str:
-    """``postgres://`` / ``postgresql+psycopg://`` as libpq reads them, without memshift's own
-    options (``?keep_checkpoints=N`` is not a libpq parameter)."""
-    base = url.partition("?")[0]
+    """``postgres://`` / ``postgresql+psycopg://`` as libpq reads them, with libpq's own
+    parameters and without memshift's (``?keep_checkpoints=N`` is not a libpq parameter)."""
+    from urllib.parse import quote, urlencode
+
+    from adapters.stores.url import driver_params
+
+    base, _, query = url.partition("?")
     for scheme in ("postgresql+psycopg://", "postgres://"):
         if base.startswith(scheme):
-            return "postgresql://" + base[len(scheme):]
-    return base
+            base = "postgresql://" + base[len(scheme):]
+    params = driver_params(query, show_url(url))
+    params.pop("options", None)  # joined to the read-only session's own (read_engine)
+    return f"{base}?{urlencode(params, quote_via=quote)}" if params else base
 
 
 def _guarded(url: str, what: str, exc: BaseException) -> StoreError:

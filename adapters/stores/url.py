@@ -20,7 +20,7 @@ from urllib.parse import (
 from adapters.errors import ConfigError
 
 __all__ = [
-    "lock_key", "parse_options", "redact_url", "scrub", "scrub_cause", "secret_forms",
+    "lock_key", "parse_options", "driver_params", "LIBPQ_PARAMS", "redact_url", "scrub", "scrub_cause", "secret_forms",
     "split_url", "sqlalchemy_url", "stripe_of",
 ]
 
@@ -225,21 +225,69 @@ def split_url(url: str) -> SplitResult:
     return parts
 
 
-def parse_options(query: str, redacted: str) -> dict[str, int]:
-    """``?keep_checkpoints=N``: the only store option. A query holding ``@`` is a password
-    with an unencoded ``?``: say so, and never echo a key the redaction hid."""
+# libpq connection parameters a PostgreSQL store URL may carry (passed to the driver as libpq
+# reads them, sync and async); the values libpq would refuse late are checked here.
+LIBPQ_PARAMS = frozenset({
+    "sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslcrldir", "sslsni",
+    "sslnegotiation", "sslcompression", "ssl_min_protocol_version", "ssl_max_protocol_version",
+    "requirepeer", "require_auth", "channel_binding", "gssencmode", "krbsrvname",
+    "connect_timeout", "application_name", "fallback_application_name", "options",
+    "target_session_attrs", "load_balance_hosts", "keepalives", "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "tcp_user_timeout", "client_encoding",
+})
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby",
+                             "prefer-standby"),
+    "keepalives": ("0", "1"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "load_balance_hosts": ("disable", "random"),
+}
+_NUMBERS = ("connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count",
+            "tcp_user_timeout")
+
+
+def parse_options(query: str, redacted: str, *, postgres: bool = False) -> dict[str, int]:
+    """memshift's own store option (``?keep_checkpoints=N``); with ``postgres``, libpq's
+    connection parameters are allowed too (see :func:`driver_params`). A query holding ``@``
+    is a password with an unencoded ``?``: say so, and never echo a key the redaction hid."""
+    return _split_query(query, redacted, postgres)[0]
+
+
+def driver_params(query: str, redacted: str) -> dict[str, str]:
+    """The libpq parameters of a PostgreSQL store URL's query, checked."""
+    return _split_query(query, redacted, True)[1]
+
+
+def _split_query(query: str, redacted: str, postgres: bool) -> tuple[dict[str, int],
+                                                                      dict[str, str]]:
     if "@" in query:
         raise ConfigError(f"store URL {redacted!r}: its password seems to hold an unencoded "
                           "'?'; percent-encode it (urllib.parse.quote(password, safe=''))")
     options: dict[str, int] = {}
+    params: dict[str, str] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
-        if key != "keep_checkpoints":
-            shown = repr(key) if key and key in redacted else "(not shown)"
-            raise ConfigError(f"unknown store option {shown} in {redacted!r}")
-        if not value.isdigit() or int(value) < 1:
-            raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
-        options[key] = int(value)
-    return options
+        shown = repr(key) if key and key in redacted else "(not shown)"
+        if key == "keep_checkpoints":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
+            options[key] = int(value)
+        elif postgres and key in LIBPQ_PARAMS:
+            if key in _CHOICES and value not in _CHOICES[key]:
+                raise ConfigError(f"{key} must be one of {', '.join(_CHOICES[key])} in "
+                                  f"{redacted!r}")
+            if key in _NUMBERS and not value.isdigit():
+                raise ConfigError(f"{key} must be a whole number of seconds (or a count) in "
+                                  f"{redacted!r}")
+            params[key] = value
+        else:
+            known = "keep_checkpoints" + (" and libpq's connection parameters (sslmode, "
+                                          "connect_timeout, application_name, ...)"
+                                          if postgres else "")
+            raise ConfigError(f"unknown store option {shown} in {redacted!r}; the options are "
+                              f"{known}")
+    return options, params
 
 
 def sqlalchemy_url(url: str) -> str:

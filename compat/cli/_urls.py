@@ -74,10 +74,9 @@ def _check_options(url: str, option: str, shown: str) -> None:
     from adapters.stores.url import parse_options
 
     try:
-        parse_options(url.partition("?")[2], shown)
+        parse_options(url.partition("?")[2], shown, postgres=url.startswith("postgres"))
     except ConfigError as exc:
-        raise ConfigError(f"{option}: {exc}; the only store option is ?keep_checkpoints=N") \
-            from None
+        raise ConfigError(f"{option}: {exc}") from None
 
 
 def _check_sqlite(url: str, option: str, shown: str, must_exist: bool) -> str:
