@@ -27,6 +27,10 @@ __all__ = ["as_messages", "as_turn", "check_thread_id", "resolve_input", "resolv
            "split_turns", "stable_id", "stable_ids"]
 
 MAX_THREAD_ID_LENGTH = 1024
+# Every accepted id fits every store's indexes: PostgreSQL's btree holds at most 2,704 bytes per
+# entry (LangGraph's checkpoint keys add the namespace and checkpoint id; incompressible ids
+# failed from about 2,640 bytes). The same budget on every store, so a thread can always move.
+MAX_THREAD_ID_BYTES = 2048
 _ID_NAMESPACE = uuid.UUID("6d656d73-6869-6674-2d6d-696772617465")
 
 
@@ -38,8 +42,14 @@ def check_thread_id(thread_id: Any) -> str:
         raise InvalidThreadId(
             f"thread id must be at most {MAX_THREAD_ID_LENGTH} characters without NUL bytes"
         )
-    if not thread_id.isascii() and not _encodable(thread_id):  # isascii: O(1), no surrogates
-        raise InvalidThreadId("thread id is not valid Unicode (a lone surrogate)")
+    if not thread_id.isascii():  # isascii: O(1); an ASCII id's bytes are its characters
+        if not _encodable(thread_id):
+            raise InvalidThreadId("thread id is not valid Unicode (a lone surrogate)")
+        if (size := len(thread_id.encode("utf-8"))) > MAX_THREAD_ID_BYTES:
+            raise InvalidThreadId(
+                f"thread id must be at most {MAX_THREAD_ID_BYTES} bytes in UTF-8 (this one is "
+                f"{size}): PostgreSQL's indexes hold no more; hash longer ids "
+                "(hashlib.sha256(id.encode()).hexdigest())")
     return thread_id
 
 
