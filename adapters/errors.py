@@ -22,6 +22,7 @@ __all__ = [
     "ThreadElsewhere",
     "MismatchError",
     "DeltaStateError",
+    "CorruptDataError",
 ]
 
 
@@ -64,6 +65,24 @@ class SummarizerError(MemshiftError):
 
 class StoreError(MemshiftError):
     """The store (database) failed or is unreachable. Messages never contain passwords."""
+
+
+class CorruptDataError(StoreError):
+    """A stored row does not decode (a window, transcript, fold record, placement or checkpoint
+    row): one thread's problem. Names the thread, the table and the row; other threads work."""
+
+    def __init__(self, thread_id: str | None, table: str, row: object, detail: str) -> None:
+        self.thread_id, self.table, self.row = thread_id, table, row
+        super().__init__(f"thread {thread_id!r}: row {row!r} of {table} does not decode "
+                         f"({detail}); the thread's other rows and every other thread are "
+                         "unaffected")
+
+
+def corrupt(thread_id: str | None, table: str, row: object, exc: BaseException
+            ) -> CorruptDataError:
+    """The error for one undecodable row (the cause's type and first line, no row content)."""
+    first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
+    return CorruptDataError(thread_id, table, row, f"{type(exc).__name__}: {first}".rstrip(": "))
 
 
 class DeltaStateError(StoreError, NotImplementedError):

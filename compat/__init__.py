@@ -30,6 +30,7 @@ from adapters import (  # noqa: E402
 from adapters.errors import (  # noqa: E402
     ConfigError,
     ContentError,
+    CorruptDataError,
     DeltaStateError,
     InputKeyError,
     InvalidThreadId,
@@ -99,6 +100,7 @@ __all__ = [
     "ChatModelSummarizer",
     "ConfigError",
     "ContentError",
+    "CorruptDataError",
     "DeltaStateError",
     "DeterministicSummarizer",
     "FoldRecord",

@@ -14,9 +14,10 @@ engine handed in (no trimming: the stock 4000-token trim silently drops the old 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, NotRequired, Protocol, cast
 
@@ -29,6 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from adapters import _upstream
+from adapters.errors import MemshiftError, corrupt
 from adapters.policy_forms import stock_forms
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.policy import FoldPlan, MemoryPolicy
@@ -274,7 +276,7 @@ class MiddlewareBackend(MemoryBackend):
 
     # -- I/O: one checkpoint read, one checkpoint write ------------------------------------------
     def read(self, tx: Tx) -> tuple[dict[str, Any], int]:
-        with self.store.guard("read checkpoint"):
+        with self.store.guard("read checkpoint"), _decoding(tx):
             snapshot = self._graph(self.store.checkpoints.saver(tx)).get_state(
                 self.config(tx.thread_id))
         return dict(snapshot.values or {}), int((snapshot.metadata or {}).get("step", -1))
@@ -283,7 +285,7 @@ class MiddlewareBackend(MemoryBackend):
         saver = await self.store.checkpoints.asaver(tx)
         if saver is None:  # nothing to wait for
             return self.read(tx)
-        with self.store.guard("read checkpoint"):
+        with self.store.guard("read checkpoint"), _decoding(tx):
             snapshot = await self._graph(saver).aget_state(self.config(tx.thread_id))
         return dict(snapshot.values or {}), int((snapshot.metadata or {}).get("step", -1))
 
@@ -344,3 +346,16 @@ class MiddlewareBackend(MemoryBackend):
                                         *record.window],
                            "memshift_folds": record.folds},
                 "retain": True}
+
+
+@contextlib.contextmanager
+def _decoding(tx: Tx) -> Iterator[None]:
+    """A checkpoint row LangGraph cannot decode (``KeyError('channel_versions')``, bad JSON or
+    msgpack) is the thread's ``CorruptDataError``, not a raw error naming nothing."""
+    try:
+        yield
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        if isinstance(exc, MemshiftError):
+            raise
+        raise corrupt(tx.thread_id, "checkpoints", "latest", exc) from None
+

@@ -12,12 +12,17 @@ SQLAlchemy or, compiled, through a PostgreSQL batch), and the message codec.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from sqlalchemy import (
     BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
     bindparam, delete, literal_column, select, union_all,
 )
+
+from adapters.errors import corrupt
+from adapters.stores.base import Placement
 
 __all__ = ["DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "INSERT_FOLD", "INSERT_WINDOW",
            "READ_CLASSIC", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
@@ -86,5 +91,34 @@ def dump_message(message: BaseMessage) -> str:
     return json.dumps(message_to_dict(message), ensure_ascii=False)
 
 
-def load_message(raw: str) -> BaseMessage:
-    return messages_from_dict([json.loads(raw)])[0]
+def load_message(raw: str, thread_id: str | None = None, table: str = "memshift_transcript",
+                 row: object = None) -> BaseMessage:
+    """A stored message; a row that does not decode is a ``CorruptDataError`` naming it."""
+    try:
+        return messages_from_dict([json.loads(raw)])[0]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise corrupt(thread_id, table, row, exc) from None
+
+
+def load_record(raw: str, thread_id: str | None, row: object) -> dict[str, Any]:
+    """A stored fold record (a JSON object)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise corrupt(thread_id, "memshift_folds", row, exc) from None
+    if not isinstance(record, dict):
+        raise corrupt(thread_id, "memshift_folds", row, TypeError("not a JSON object"))
+    return record
+
+
+def load_placement(row: Sequence[Any] | None, thread_id: str | None) -> Placement | None:
+    """A stored placement; a backend memshift does not know, or a non-numeric version or
+    time, is a ``CorruptDataError``."""
+    if row is None:
+        return None
+    backend, version, since, pinned = row[0], row[1], row[2], row[3]
+    if backend not in ("classic", "middleware") or not isinstance(version, int) or \
+            isinstance(version, bool) or not isinstance(since, (int, float)):
+        raise corrupt(thread_id, "memshift_placement", thread_id,
+                      ValueError(f"backend={backend!r} version={version!r} since={since!r}"))
+    return Placement(backend, version, float(since), bool(pinned))

@@ -29,7 +29,7 @@ from adapters.stores.batch import Batch
 from adapters.stores.schema import (
     DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW,
     READ_CLASSIC, READ_PLACEMENT, classic_table, dump_message, folds_table, load_message,
-    metadata, placement_table, transcript_table,
+    load_placement, load_record, metadata, placement_table, transcript_table,
 )
 from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn
 from adapters.stores.url import scrub as scrub_password, scrub_cause
@@ -51,7 +51,9 @@ class SqlClassic(ClassicState):
         rows = self.store.fetch(tx, READ_CLASSIC, {"tid": tx.thread_id})
         summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
         window = [r for r in rows if r[0] == 1]
-        return ClassicSnapshot(summary, folds, [load_message(r[1]) for r in window],
+        tid = tx.thread_id
+        return ClassicSnapshot(summary, folds,
+                               [load_message(r[1], tid, "memshift_window", r[2]) for r in window],
                                [r[2] for r in window])
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
@@ -267,7 +269,7 @@ class SqlStore(AsyncDriver, Placements, Reads):
                                       "record": json.dumps(record, ensure_ascii=False)})
 
     def placement(self, tx: Tx) -> Placement | None:
-        return _placement(self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id}))
+        return _placement(self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id}), tx.thread_id)
 
     def defer_placement(self, tx: Tx) -> Any:
         batch = tx.batch if isinstance(tx, SqlTx) else None
@@ -279,7 +281,7 @@ class SqlStore(AsyncDriver, Placements, Reads):
         if not isinstance(token, _Slot):
             return token
         assert isinstance(tx, SqlTx) and tx.batch is not None
-        return _placement(tx.batch.result(token.slot))
+        return _placement(tx.batch.result(token.slot), tx.thread_id)
 
     def set_placement(self, tx: Tx, placement: Placement) -> None:
         self.send(tx, self._upsert_placement, {
@@ -295,10 +297,10 @@ class SqlStore(AsyncDriver, Placements, Reads):
             return [(r[0], bool(r[1]), int(r[2]), int(r[3] or 0)) for r in rows]
 
     def transcript_in(self, tx: Tx) -> list[BaseMessage]:
-        rows = _conn(tx).execute(select(transcript_table.c.message)
+        rows = _conn(tx).execute(select(transcript_table.c.message, transcript_table.c.id)
                                  .where(transcript_table.c.thread_id == tx.thread_id)
-                                 .order_by(transcript_table.c.id)).scalars()
-        return [load_message(r) for r in rows]
+                                 .order_by(transcript_table.c.id))
+        return [load_message(r[0], tx.thread_id, "memshift_transcript", r[1]) for r in rows]
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self.guard("read transcript"), self.engine.connect() as conn:
@@ -306,10 +308,10 @@ class SqlStore(AsyncDriver, Placements, Reads):
 
     def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
         with self.guard("read fold records"), self.engine.connect() as conn:
-            rows = conn.execute(select(folds_table.c.record)
+            rows = conn.execute(select(folds_table.c.record, folds_table.c.id)
                                 .where(folds_table.c.thread_id == thread_id)
-                                .order_by(folds_table.c.id)).scalars()
-            return [json.loads(r) for r in rows]
+                                .order_by(folds_table.c.id))
+            return [load_record(r[0], thread_id, r[1]) for r in rows]
 
     def thread_ids(self) -> list[str]:
         with self.guard("list threads"), self.engine.connect() as conn:
@@ -348,8 +350,8 @@ class _Slot:
         self.slot = slot
 
 
-def _placement(rows: Sequence[Any]) -> Placement | None:
-    return Placement(rows[0][0], rows[0][1], rows[0][2], bool(rows[0][3])) if rows else None
+def _placement(rows: Sequence[Any], thread_id: str | None = None) -> Placement | None:
+    return load_placement(rows[0] if rows else None, thread_id)
 
 
 def _close_quietly(conn: Connection) -> None:

@@ -27,6 +27,7 @@ from sqlalchemy.pool import NullPool
 from adapters._upstream import daemon_aiosqlite, mark_setup_done
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, Placement, Tx
+from adapters.stores.schema import load_placement
 from adapters.stores.checkpoint_sql import SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
 
@@ -197,4 +198,4 @@ class SqliteStore(SqlStore):
             row = cursor.fetchone()
         finally:
             cursor.close()
-        return Placement(row[0], row[1], row[2], bool(row[3])) if row else None
+        return load_placement(row, tx.thread_id)

@@ -52,11 +52,13 @@ class Recorded:
 
     def latest(self, thread_id: str) -> dict[str, Any] | None:
         """The policy of the thread's newest fold record (one indexed query)."""
-        query = (select(_FOLDS.c.record).where(_FOLDS.c.thread_id == thread_id)
+        from adapters.stores.schema import load_record
+
+        query = (select(_FOLDS.c.record, _FOLDS.c.id).where(_FOLDS.c.thread_id == thread_id)
                  .order_by(_FOLDS.c.id.desc()).limit(1))
         with self._engine.connect() as conn:
-            raw = conn.execute(query).scalar()
-        return json.loads(raw).get("policy") if raw else None
+            row = conn.execute(query).first()
+        return load_record(row[0], thread_id, row[1]).get("policy") if row else None
 
     def close(self) -> None:
         if self._engine is not None:
@@ -65,7 +67,9 @@ class Recorded:
 
 def scan_recorded(urls: Sequence[str | None], *, snapshot: bool = False) -> Recorded | None:
     """The recorded policies of the first store in ``urls`` that has fold records."""
+    from adapters.errors import CorruptDataError
     from adapters.stores.readonly import read_engine, table_names
+    from adapters.stores.schema import load_record
     from compat.cli._urls import kind_of
 
     for url in urls:
@@ -80,14 +84,19 @@ def scan_recorded(urls: Sequence[str | None], *, snapshot: bool = False) -> Reco
             continue
         engine = read_engine(url, snapshot=snapshot)
         last = select(func.max(_FOLDS.c.id).label("id")).group_by(_FOLDS.c.thread_id).subquery()
-        query = select(_FOLDS.c.record).join(last, _FOLDS.c.id == last.c.id)
+        query = select(_FOLDS.c.record, _FOLDS.c.thread_id, _FOLDS.c.id).join(
+            last, _FOLDS.c.id == last.c.id)
         counts: Counter[str] = Counter()
         unrecorded = 0
         with engine.connect() as conn:
             if kind_of(url) == "postgresql":
                 conn = conn.execution_options(stream_results=True, yield_per=2000)
-            for raw in conn.execute(query).scalars():
-                policy = json.loads(raw).get("policy")
+            for raw, tid, row in conn.execute(query):
+                try:
+                    policy = load_record(raw, tid, row).get("policy")
+                except CorruptDataError:  # that thread fails on its own; the scan goes on
+                    unrecorded += 1
+                    continue
                 if policy:
                     counts[_key(policy)] += 1
                 else:
