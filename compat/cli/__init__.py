@@ -34,6 +34,8 @@ EXIT_CODES = {
        "source file, missing extra, refused policy override",
     3: "internal error (a bug: rerun with MEMSHIFT_DEBUG=1 and report the traceback)",
     130: "interrupted (Ctrl-C)",
+    143: "stopped by SIGTERM after the thread in hand (the run is recorded 'interrupted'; "
+         "run it again to resume)",
 }
 
 _EPILOG = "\b\nExit codes:\n" + "\n".join(
@@ -112,9 +114,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> tuple[int, str | None]:
     """The exit code, and the one-line error when the command did not finish."""
+    from compat.cli._stop import Stopped, on_sigterm
+
     try:
-        code = root.main(args=args, prog_name="memshift", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+        with on_sigterm():
+            code = root.main(args=args, prog_name="memshift", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        if isinstance(exc, Stopped) or isinstance(exc.__cause__, Stopped):  # click wraps it
+            click.echo("memshift: stopped by SIGTERM after the thread in hand; run the same "
+                       "command again to resume", err=True)
+            return 143, "stopped by SIGTERM"
         click.echo("memshift: interrupted", err=True)
         return 130, "interrupted"
     except click.ClickException as exc:  # usage errors: click's own message, exit 2

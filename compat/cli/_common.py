@@ -149,7 +149,10 @@ class Output:
     @contextmanager
     def progress(self, total: int | None, unit: str, label: str) -> Iterator[Callable[[], None]]:
         """``tick()`` once per item. A rich bar with count, rate and ETA on a terminal;
-        elsewhere one closing line (count, time, rate); nothing with ``--quiet``."""
+        elsewhere one closing line (count, time, rate); nothing with ``--quiet``. A tick is a
+        thread boundary: after a SIGTERM it raises ``Stopped`` (see ``_stop``)."""
+        from compat.cli._stop import check
+
         done = 0
         start = time.perf_counter()
         live = not self.quiet and sys.stderr.isatty()
@@ -157,6 +160,7 @@ class Output:
             def tick() -> None:
                 nonlocal done
                 done += 1
+                check()
             yield tick
         else:
             from compat.cli._progress import rich_progress
@@ -166,6 +170,7 @@ class Output:
                     nonlocal done
                     done += 1
                     advance()
+                    check()
                 yield tick
         seconds = time.perf_counter() - start
         rate = done / seconds if seconds > 0 else 0.0
