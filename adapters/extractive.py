@@ -186,14 +186,22 @@ def _norm(text: str) -> str:
 
 
 class ExtractiveSummarizer:
-    """Deterministic extractive summaries; bounded by ``max_chars`` (oldest facts go first)."""
+    """Deterministic extractive summaries; bounded by ``max_chars`` (oldest facts go first).
+
+    Only the user retracts the user's facts: corrections ("not X", "actually ...") are applied
+    from the message types in ``corrections_from`` (default: the human's own messages); a tool
+    result or an AI reply that says "not PostgreSQL" is kept as what it says, and removes
+    nothing. Widen it with ``corrections_from=("human", "ai")`` where the assistant's own
+    corrections are trusted."""
 
     async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         """Pure computation: the async twin calls the same code."""
         return self.summarize(summary, messages)
 
     def __init__(self, max_chars: int = 2400, max_tokens: int | None = None,
-                 counter: Callable[[list[BaseMessage]], int] | None = None) -> None:
+                 counter: Callable[[list[BaseMessage]], int] | None = None,
+                 corrections_from: tuple[str, ...] = ("human",)) -> None:
+        self.corrections_from = tuple(corrections_from)
         self.max_chars = max_chars
         self.max_tokens = max_tokens
         self.counter = counter or count_tokens_cjk
@@ -208,12 +216,13 @@ class ExtractiveSummarizer:
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
         doc = parse_rendered(summary)
         for message in messages:
+            may_correct = message.type in self.corrections_from
             for sentence in _sentences(message_text(message)):
-                self._apply(doc, sentence)
+                self._apply(doc, sentence, may_correct)
         return self._bound(doc) or "(nothing to keep)"
 
     # -- rules -------------------------------------------------------------------------
-    def _apply(self, doc: StructuredSummary, sentence: str) -> None:
+    def _apply(self, doc: StructuredSummary, sentence: str, may_correct: bool = True) -> None:
         if len(sentence) < 2 or _GREETING.match(sentence):
             return
         if _CHITCHAT.match(sentence):
@@ -225,8 +234,12 @@ class ExtractiveSummarizer:
         negated = [term for _, _, term in targets if term]
         if (targets or _CORRECTION.search(sentence)) and _says_nothing(sentence):
             return
-        if negated and (_CORRECTION.search(sentence) or "instead of" in sentence.lower()
-                        or "而不是" in sentence or "不是" in sentence):
+        corrects = bool(negated) and bool(_CORRECTION.search(sentence) or "instead of" in
+                                          sentence.lower() or "而不是" in sentence or
+                                          "不是" in sentence)
+        if not may_correct and (corrects or _CORRECTION.search(sentence)):
+            return  # a tool's or the model's correction is not the user's: it changes nothing
+        if corrects:
             self._forget(doc, negated)
             for start, end, _ in reversed(targets):
                 sentence = sentence[:start] + sentence[end:]

@@ -90,24 +90,20 @@ def test_a_whole_term_correction_removes_only_what_names_it(six: str) -> None:
     assert [f for f in SIX_FACTS if "theatre" not in f] == [f for f in after if f in SIX_FACTS]
 
 
-@pytest.mark.parametrize("role", ["human", "tool"])
-def test_a_clear_correction_supersedes_in_human_and_tool_messages_alike(role: str) -> None:
-    """The offline summarizer reads every message the same way (the existing design)."""
+def test_a_clear_correction_supersedes_in_the_users_own_messages() -> None:
     start = _summary(HumanMessage(content="We are meeting in Paris on Monday. The budget is 500 dollars."))
-    text = "Actually, not Paris, Lyon."
-    message = (HumanMessage(content=text) if role == "human"
-               else ToolMessage(content=text, tool_call_id="call-1"))
-    facts = _facts(_summary(message, summary=start))
+    facts = _facts(_summary(HumanMessage(content="Actually, not Paris, Lyon."), summary=start))
     assert "Lyon" in facts and not any("Paris" in f for f in facts)
     assert "The budget is 500 dollars." in facts
 
 
-def test_human_and_tool_corrections_give_the_same_summary(six: str) -> None:
+def test_a_tool_correction_changes_nothing(six: str) -> None:
+    """Only the user retracts the user's facts (tool output can be injected text)."""
     text = "Actually we use MySQL 8, not PostgreSQL 15."
     human = _summary(HumanMessage(content=text), summary=six)
     tool = _summary(ToolMessage(content=text, tool_call_id="call-1"), summary=six)
-    assert human == tool
     assert not any("PostgreSQL" in f for f in _facts(human)) and "MySQL 8" in human
+    assert tool == six
 
 
 @pytest.mark.parametrize("before, after, gone, kept", [
