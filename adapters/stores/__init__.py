@@ -28,7 +28,8 @@ def open_store(url: str | Store | None) -> Store:
     redacted = redact_url(url)
     base, _, query = url.partition("?")
     postgres = base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
-    options = parse_options(query, redacted, postgres=postgres)
+    options = parse_options(query, redacted, postgres=postgres,
+                            sqlite=base.startswith("sqlite://"))
     if base in ("memory", "memory://"):
         return MemoryStore(**options)
     if base.startswith("sqlite://"):

@@ -9,9 +9,12 @@ fresh file at once. WAL, ``synchronous=NORMAL``, a long busy timeout.
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,11 +28,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from adapters._upstream import daemon_aiosqlite, mark_setup_done
-from adapters.errors import ConfigError
+from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.schema import load_placement
 from adapters.stores.checkpoint_sql import SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
+
+logger = logging.getLogger("memshift.store")
 
 __all__ = ["SqliteStore"]
 
@@ -48,8 +53,17 @@ def _pragmas(conn: Any) -> None:
 
 
 @contextmanager
-def _file_lock(path: str) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def _file_lock(path: str, follow: bool = False) -> Iterator[None]:
+    """An exclusive ``flock`` on a private lock file, never through a symbolic link (a dangling
+    link would otherwise create its victim)."""
+    flags = os.O_RDWR | os.O_CREAT | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(f"the lock file {path!r} is a symbolic link; memshift does not "
+                              "follow it (pass ?allow_symlinks=1 to allow links)") from None
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -122,8 +136,9 @@ class _SqliteCheckpoints(SqlCheckpointOps, Checkpoints):
             await self._standalone.aclose()
 
 
-def _configure(engine: Any) -> None:
-    """Pragmas on every connection; memshift issues BEGIN itself (writers: IMMEDIATE)."""
+def _configure(engine: Any, store: SqliteStore) -> None:
+    """Pragmas on every connection; memshift issues BEGIN itself (writers: IMMEDIATE), after
+    checking that the database file is still the one it opened."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi: Any, _record: Any) -> None:
@@ -136,6 +151,7 @@ def _configure(engine: Any) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:  # writers take SQLite's lock up front
         write = conn.get_execution_options().get("memshift_write")
+        store.check_identity()
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
@@ -144,21 +160,20 @@ class SqliteStore(SqlStore):
 
     translated = (SQLAlchemyError, sqlite3.Error)
 
-    def __init__(self, url: str, *, keep_checkpoints: int = 4) -> None:
+    def __init__(self, url: str, *, keep_checkpoints: int = 4, allow_symlinks: int = 0) -> None:
         path = url.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
             raise ConfigError(f"sqlite URL needs a file path: sqlite:///file.db, got {url!r}")
         self.path = Path(path[1:])  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # transcripts are private: the database (and the -wal/-shm files SQLite creates with the
-        # database's mode) is 0600, or stricter under a stricter umask
-        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        self.follow = bool(allow_symlinks)
+        self.identity = private_files(self.path, self.follow)
         engine = create_engine(f"sqlite:///{self.path}", connect_args={
             "timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
-        _configure(engine)
+        _configure(engine, self)
         super().__init__(url, engine)
         self.checkpoints = _SqliteCheckpoints(self, keep_checkpoints)
-        with self.guard("create tables"), _file_lock(str(self.path) + ".memshift-lock"):
+        with self.guard("create tables"), _file_lock(str(self.path) + ".memshift-lock",
+                                                     self.follow):
             metadata.create_all(engine)
             from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -183,8 +198,21 @@ class SqliteStore(SqlStore):
         # opening one costs less than a millisecond.
         engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}", poolclass=NullPool,
                                      connect_args={"timeout": BUSY_TIMEOUT_S})
-        _configure(engine.sync_engine)
+        _configure(engine.sync_engine, self)
         return engine
+
+    def check_identity(self) -> None:
+        """The database file memshift opened is still at its path: one deleted or replaced
+        under a running writer would take every later save (SQLite keeps writing the unlinked
+        file) — a ``StoreError`` before the transaction begins, nothing written."""
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self.identity:
+            raise StoreError(f"the SQLite database {str(self.path)!r} was "
+                             f"{'deleted' if now is None else 'replaced'} while memshift had it "
+                             "open; nothing was written (open the store again)")
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         """``BEGIN IMMEDIATE`` (in the begin event) already holds SQLite's one writer lock."""
@@ -199,3 +227,48 @@ class SqliteStore(SqlStore):
         finally:
             cursor.close()
         return load_placement(row, tx.thread_id)
+
+
+def private_files(path: Path, follow: bool) -> tuple[int, int]:
+    """Open (creating) the database privately; its identity (device, inode).
+
+    The directories memshift creates are 0700; a symbolic link at the database path is refused
+    unless ``follow``; the file is opened without following one (``O_NOFOLLOW``); an existing
+    database and its ``-wal``/``-shm`` files wider than 0600 are tightened to 0600 (with a
+    warning: the transcripts they hold are private)."""
+    _private_dirs(path.parent)
+    if not follow and path.is_symlink():
+        raise ConfigError(f"the SQLite database path {str(path)!r} is a symbolic link; memshift "
+                          "does not follow it (pass ?allow_symlinks=1 to allow links)")
+    flags = os.O_CREAT | os.O_RDWR | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags, 0o600)
+    try:
+        info = os.fstat(fd)
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+            logger.warning("the SQLite database %r was readable by others (mode %o); memshift "
+                           "made it 0600", str(path), stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if side.is_symlink() and not follow:
+            raise ConfigError(f"{str(side)!r} is a symbolic link; memshift does not follow it")
+        if side.exists() and stat.S_IMODE(side.stat().st_mode) & 0o077:
+            os.chmod(side, 0o600)
+    return info.st_dev, info.st_ino
+
+
+def _private_dirs(directory: Path) -> None:
+    """Create the missing directories, each 0700 (whatever the umask)."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(made, 0o700)
+

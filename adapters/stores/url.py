@@ -248,11 +248,12 @@ _NUMBERS = ("connect_timeout", "keepalives_idle", "keepalives_interval", "keepal
             "tcp_user_timeout")
 
 
-def parse_options(query: str, redacted: str, *, postgres: bool = False) -> dict[str, int]:
+def parse_options(query: str, redacted: str, *, postgres: bool = False,
+                  sqlite: bool = False) -> dict[str, int]:
     """memshift's own store option (``?keep_checkpoints=N``); with ``postgres``, libpq's
     connection parameters are allowed too (see :func:`driver_params`). A query holding ``@``
     is a password with an unencoded ``?``: say so, and never echo a key the redaction hid."""
-    return _split_query(query, redacted, postgres)[0]
+    return _split_query(query, redacted, postgres, sqlite)[0]
 
 
 def driver_params(query: str, redacted: str) -> dict[str, str]:
@@ -260,8 +261,8 @@ def driver_params(query: str, redacted: str) -> dict[str, str]:
     return _split_query(query, redacted, True)[1]
 
 
-def _split_query(query: str, redacted: str, postgres: bool) -> tuple[dict[str, int],
-                                                                      dict[str, str]]:
+def _split_query(query: str, redacted: str, postgres: bool,
+                 sqlite: bool = False) -> tuple[dict[str, int], dict[str, str]]:
     if "@" in query:
         raise ConfigError(f"store URL {redacted!r}: its password seems to hold an unencoded "
                           "'?'; percent-encode it (urllib.parse.quote(password, safe=''))")
@@ -272,6 +273,10 @@ def _split_query(query: str, redacted: str, postgres: bool) -> tuple[dict[str, i
         if key == "keep_checkpoints":
             if not value.isdigit() or int(value) < 1:
                 raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
+            options[key] = int(value)
+        elif sqlite and key == "allow_symlinks":
+            if value not in ("0", "1"):
+                raise ConfigError(f"allow_symlinks must be 0 or 1 in {redacted!r}")
             options[key] = int(value)
         elif postgres and key in LIBPQ_PARAMS:
             if key in _CHOICES and value not in _CHOICES[key]:
@@ -284,7 +289,8 @@ def _split_query(query: str, redacted: str, postgres: bool) -> tuple[dict[str, i
         else:
             known = "keep_checkpoints" + (" and libpq's connection parameters (sslmode, "
                                           "connect_timeout, application_name, ...)"
-                                          if postgres else "")
+                                          if postgres else " and allow_symlinks"
+                                          if sqlite else "")
             raise ConfigError(f"unknown store option {shown} in {redacted!r}; the options are "
                               f"{known}")
     return options, params

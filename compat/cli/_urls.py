@@ -74,7 +74,8 @@ def _check_options(url: str, option: str, shown: str) -> None:
     from adapters.stores.url import parse_options
 
     try:
-        parse_options(url.partition("?")[2], shown, postgres=url.startswith("postgres"))
+        parse_options(url.partition("?")[2], shown, postgres=url.startswith("postgres"),
+                      sqlite=url.startswith("sqlite"))
     except ConfigError as exc:
         raise ConfigError(f"{option}: {exc}") from None
 
