@@ -11,6 +11,7 @@ text). It never holds a lock or a transaction: its steps that write (a record) o
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import random
@@ -31,13 +32,18 @@ from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
 from adapters.redaction import default_redactor, redact_messages
 from adapters.stores.base import Store, Tx, in_transaction, store_io
 from adapters.structured import parse_rendered
-from adapters.summarizer import Summarizer, summarizer_name
+from adapters.summarizer import DeterministicSummarizer, Summarizer, summarizer_name
 from adapters.tokens import for_summarizer
 from adapters.view import detach, message_signature, new_message
 
 __all__ = ["FoldJob", "FoldRecord", "Folder", "comparable", "planner"]
 
 logger = logging.getLogger("memshift")
+FALLBACK = DeterministicSummarizer(max_chars=4000)  # bounded, offline, never fails
+
+TURN_COMMITTED = ("memshift: the turn was committed before the summarizer was interrupted; "
+                  "the fold is recorded as failed and retried on the next save. Do not save the "
+                  "turn again.")
 record_logger = logging.getLogger("memshift.folds")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -158,6 +164,29 @@ class Folder:
     def succeeded(self, thread_id: str) -> None:
         self._failures.pop(thread_id, None)
 
+    def exhausted(self, thread_id: str) -> bool:
+        """``max_failed_folds`` folds in a row failed: the window is held by the fallback."""
+        limit = self.policy.max_failed_folds
+        state = self._failures.get(thread_id)
+        return limit is not None and state is not None and state[0] >= limit
+
+    def fallback(self, thread_id: str, job: FoldJob, error: str) -> tuple[str, FoldRecord]:
+        """A fold without the summarizer, when it keeps failing: the previous summary, a marker
+        and the first sentence of each folded message (offline, bounded). The window stays at
+        the policy's size; every folded message stays in the transcript, and
+        ``memshift resummarize`` rebuilds the summary once the summarizer works again."""
+        folded = redact_messages(for_summarizer(job.folded), self.policy.redactor)
+        marker = (f"[memshift: {len(folded)} messages folded without the summarizer, which "
+                  "failed; they are in the transcript]")
+        text = FALLBACK.summarize(f"{job.summary}\n{marker}".strip(), folded)
+        record = dataclasses.replace(self.record(thread_id, job, text, None, 0.0),
+                                     summarizer="fallback",
+                                     trigger=f"fallback ({error})"[:300])
+        logger.warning("fold %d of a thread used the offline fallback: the summarizer failed %d "
+                       "time(s) in a row (the messages stay in the transcript)", job.folds + 1,
+                       self._failures.get(thread_id, (0, 0.0))[0])
+        return text, record
+
     # -- the summary --------------------------------------------------------------------------
     def summarize_steps(self, thread_id: str, job: FoldJob) -> Steps[tuple[str, FoldRecord]]:
         """Redact what is sent, summarize with retries and a timeout per attempt (in chunks
@@ -174,14 +203,19 @@ class Folder:
                 redact_messages(for_summarizer(folded), policy.redactor), thread_id)
             if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
                 text = policy.redactor(text)
-        except SummarizerError as exc:
-            record = self.record(thread_id, job, "", str(exc), time.perf_counter() - start)
+        except (SummarizerError, KeyboardInterrupt, SystemExit) as exc:
+            interrupted = not isinstance(exc, SummarizerError)
+            error = f"interrupted: {type(exc).__name__}" if interrupted else str(exc)
+            record = self.record(thread_id, job, "", error, time.perf_counter() - start)
             record.log()
             if self.records:
                 try:
                     yield from self.record_steps(thread_id, record)
                 except StoreError:  # the fold failed already; its record is best effort
                     logger.warning("could not record a failed fold")
+            if interrupted:  # the caller must not store the turn again: it is committed
+                exc.add_note(TURN_COMMITTED)
+                exc.memshift_turn_committed = True  # type: ignore[union-attr]
             raise
         return text, self.record(thread_id, job, text, None, time.perf_counter() - start)
 

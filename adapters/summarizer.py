@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_bu
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import PromptTemplate
 
+from adapters.workers import WorkersBusy, run_on_worker
 from adapters._upstream import summary_call_config
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
@@ -275,8 +276,8 @@ def _call(summarizer: Any, summary: str, messages: list[BaseMessage], timeout: f
 async def _acall(summarizer: Any, summary: str, messages: list[BaseMessage],
                  timeout: float | None) -> Any:
     native = getattr(summarizer, "asummarize", None)
-    call = native(summary, messages) if native is not None else asyncio.to_thread(
-        summarizer.summarize, summary, messages)
+    call = native(summary, messages) if native is not None else run_on_worker(
+        summarizer.summarize, summary, messages)  # memshift's bounded pool, not the loop's
     if timeout is None:
         return await call
     try:
@@ -321,8 +322,8 @@ def summarize_steps(
                 "summarizer attempt %d/%d failed for a thread: %s", attempt, attempts,
                 type(exc).__name__,
             )
-            if give_up_on is not None and give_up_on(exc):
-                attempts = attempt
+            if isinstance(exc, WorkersBusy) or (give_up_on is not None and give_up_on(exc)):
+                attempts = attempt  # retrying at once cannot help
                 break
     raise SummarizerError(
         f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}",

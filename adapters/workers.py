@@ -9,6 +9,7 @@ that hangs keeps its worker, as a thread of its own would; the next call takes a
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import os
 import queue
@@ -16,28 +17,58 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["call_with_timeout"]
+from adapters.errors import ConfigError, SummarizerError
+
+__all__ = ["WorkersBusy", "call_with_timeout", "run_on_worker", "set_summarizer_workers"]
 
 IDLE = 4  # workers kept waiting between calls
+DEFAULT_WORKERS = 16
+
+
+class WorkersBusy(SummarizerError):
+    """Every summarizer worker of this process is busy (hung providers hold them): the fold
+    is deferred, not queued behind them."""
+
+
+def _limit_from_env() -> int:
+    raw = os.environ.get("MEMSHIFT_SUMMARIZER_WORKERS", str(DEFAULT_WORKERS))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"MEMSHIFT_SUMMARIZER_WORKERS must be a positive integer, got {raw!r}")
+    return int(raw)
 
 
 class _Workers:
-    def __init__(self, idle: int = IDLE) -> None:
+    def __init__(self, idle: int = IDLE, limit: int | None = None) -> None:
         self.idle = idle
+        self.limit = limit
         self._reset()
 
     def _reset(self) -> None:  # also in a forked child: the parent's threads are not there
         self._lock = threading.Lock()
         self._waiting: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self._alive = 0  # threads started and not exited (waiting or running a call)
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` (which must not raise) on a waiting worker, or on a new one."""
+        """Run ``job`` (which must not raise) on a waiting worker, or on a new one if the
+        bound allows; ``WorkersBusy`` when every worker is running a call."""
+        limit = self.limit or _limit_from_env()
         with self._lock:
             inbox = self._waiting.pop() if self._waiting else None
+            if inbox is None:
+                if self._alive >= limit:
+                    raise WorkersBusy(f"all {limit} summarizer workers of this process are busy "
+                                      "(a slow or hung provider); the fold is deferred",
+                                      attempts=0)
+                self._alive += 1
         if inbox is None:
             inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name="memshift-summarizer",
-                             daemon=True).start()
+            try:
+                threading.Thread(target=self._serve, args=(inbox,), name="memshift-summarizer",
+                                 daemon=True).start()
+            except BaseException:
+                with self._lock:
+                    self._alive -= 1
+                raise
         inbox.put(job)
 
     def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
@@ -47,8 +78,14 @@ class _Workers:
             del job  # a waiting worker holds nothing of the last call (messages, results)
             with self._lock:
                 if len(self._waiting) >= self.idle:
+                    self._alive -= 1
                     return
                 self._waiting.append(inbox)
+
+    def busy(self) -> int:
+        """Workers running a call now."""
+        with self._lock:
+            return self._alive - len(self._waiting)
 
     def waiting(self) -> int:
         with self._lock:
@@ -82,3 +119,41 @@ def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float,
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def set_summarizer_workers(limit: int | None) -> None:
+    """The most summarizer threads this process runs at once (``None``: the environment's
+    ``MEMSHIFT_SUMMARIZER_WORKERS``, default 16)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"the summarizer worker limit must be a positive integer, got {limit!r}")
+    _WORKERS.limit = limit
+
+
+async def run_on_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on memshift's bounded workers, awaited without blocking the loop, in a copy
+    of the caller's context; not on the loop's default executor."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def job() -> None:
+        try:
+            value, error = context.run(fn, *args), None
+        except BaseException as exc:  # handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    _WORKERS.submit(job)
+    return await future
+

@@ -54,6 +54,7 @@ from compat.sources import (  # noqa: E402
     ThreadSource,
 )
 from adapters.fold import FoldRecord  # noqa: E402
+from adapters.workers import WorkersBusy, set_summarizer_workers  # noqa: E402
 from adapters.shadow import Mismatch  # noqa: E402
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
@@ -119,10 +120,12 @@ __all__ = [
     "ThreadIdRequired",
     "ThreadRecord",
     "UnknownArgumentError",
+    "WorkersBusy",
     "__version__",
     "admin",
     "migrate",
     "replay_file",
+    "set_summarizer_workers",
     "compare_views",
     "count_tokens_cjk",
     "tiktoken_counter",
