@@ -217,19 +217,26 @@ class MemoryEngine(Engine):
         """Summarize with no lock held, then commit the fold with a compare-and-set: it
         lands only if the thread still asks for the very fold that was summarized."""
         folder = self.folder
-        if job is not None and folder.backing_off(thread_id):
+        held = job is not None and folder.backing_off(thread_id)
+        if held and not folder.exhausted(thread_id):
             logger.debug("fold skipped: the last one failed and its backoff has not ended")
             return
         for _ in range(FOLD_ATTEMPTS):
             if job is None:
                 return
-            try:
-                summary, record = yield from folder.summarize_steps(thread_id, job)
-            except SummarizerError as exc:
-                folder.failed(thread_id)
-                folder.defer_or_raise(exc)
-                return
-            folder.succeeded(thread_id)
+            if held:  # failing for a while and backing off: hold the window without it
+                summary, record = folder.fallback(thread_id, job, "backoff")
+            else:
+                try:
+                    summary, record = yield from folder.summarize_steps(thread_id, job)
+                except SummarizerError as exc:
+                    folder.failed(thread_id)
+                    if not folder.exhausted(thread_id):
+                        folder.defer_or_raise(exc)
+                        return
+                    summary, record = folder.fallback(thread_id, job, type(exc).__name__)
+                else:
+                    folder.succeeded(thread_id)
             replanned: list[FoldJob] = []
 
             def apply(prev: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan,

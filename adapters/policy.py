@@ -83,6 +83,7 @@ class MemoryPolicy:
     max_summary_input_tokens: int | None = None  # fold in chunks above this (summary + messages)
     max_message_tokens: int | None = 100_000  # a longer message is refused before anything is written
     retry_backoff: float = 1.0  # seconds before a failed fold is tried again; doubles, capped
+    max_failed_folds: int | None = 3  # then the offline fallback folds (None: never)
     is_overflow: Callable[[BaseException], bool] | None = field(default=None, compare=False)
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
@@ -102,7 +103,7 @@ class MemoryPolicy:
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
                      "max_summary_tokens", "max_summary_input_tokens", "max_message_tokens",
-                     "model_window"):
+                     "model_window", "max_failed_folds"):
             _positive_int(name, getattr(self, name))
         if self.trigger is not None or self.keep is not None:
             self._stock_forms()

@@ -34,6 +34,7 @@ class Diagnosis:
     unrecorded: dict[str, int] = field(default_factory=dict)  # where unrecorded threads live
     ambiguous: list[str] = field(default_factory=list)  # state on both sides, no record
     empty: list[str] = field(default_factory=list)  # a transcript, no state where it lives
+    fallback: list[str] = field(default_factory=list)  # newest fold: the offline fallback
     legacy: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> counts
     schema: dict[str, list[str]] = field(default_factory=dict)  # table -> columns
     schema_problems: list[str] = field(default_factory=list)
@@ -49,7 +50,8 @@ class Diagnosis:
                 "placements": self.placements, "pinned": self.pinned,
                 "moved_at_least_once": self.moved_at_least_once,
                 "unrecorded": self.unrecorded, "ambiguous": self.ambiguous,
-                "empty": self.empty, "legacy": self.legacy, "schema": self.schema,
+                "empty": self.empty, "fallback": self.fallback, "legacy": self.legacy,
+                "schema": self.schema,
                 "schema_problems": self.schema_problems, "versions": self.versions,
                 "problems": self.problems}
 
@@ -148,6 +150,14 @@ def diagnose(url: str, *, limit: int | None = None,
             if on_thread is not None:
                 on_thread(thread_id)
             leaves = {"classic": classic, "middleware": middleware}
+            history = admin.summary_history(memory, thread_id)
+            if history and history[-1].get("summarizer") == "fallback":
+                diagnosis.fallback.append(thread_id)
+                diagnosis.problems.append({
+                    "what": "the summarizer kept failing: the newest fold used the offline "
+                            "fallback (the messages are in the transcript)", "thread": thread_id,
+                    "fix": f"memshift resummarize --backend <backend> --thread {thread_id!r} "
+                           f"--store {diagnosis.store}"})
             placement = admin.placement(memory, thread_id)
             if placement is not None:  # the record decides: is there anything where it says?
                 if not _has_state(leaves[placement.backend].load(thread_id)):

@@ -112,8 +112,9 @@ def test_failed_folds_back_off_across_saves_with_a_fake_clock() -> None:
         calls.append(1)
         raise ConnectionError("provider down")
 
-    memory = SummaryMemory(summarizer=down, policy=MemoryPolicy(
-        max_tokens=80, keep_tokens=40, summary_retries=0, retry_backoff=2.0))
+    memory = SummaryMemory(summarizer=down, policy=MemoryPolicy(  # backoff alone: no fallback
+        max_tokens=80, keep_tokens=40, summary_retries=0, retry_backoff=2.0,
+        max_failed_folds=None))
     engine = memory.backend_impl
     now = [1000.0]
     engine.clock = lambda: now[0]
@@ -185,6 +186,7 @@ NUMERIC_FIELDS = {  # field -> values it must refuse (bools, text, out of range)
     "summary_timeout": [True, 0, -1, 86_401, "5"],
     "retry_backoff": [True, -0.1, 3_601, "1"],
     "model_window": [True, 0, -1, "1000", 0.5],
+    "max_failed_folds": [True, 0, -1, "3", 1.5],
 }
 
 

@@ -39,6 +39,8 @@ def doctor(limit: int | None, as_json: bool, output: str | None, quiet: bool,
                  f"{found.unrecorded.get(backend, 0)}")
     out.line(f"  moved at least once: {found.moved_at_least_once}")
     out.line(f"  cleared (a transcript, no memory where it lives): {len(found.empty)}")
+    out.line(f"  held by the offline fallback (the summarizer kept failing): "
+             f"{len(found.fallback)}")
     out.line(f"  state on both backends with no record: {len(found.ambiguous)}")
     for table, counts in found.legacy.items():
         out.line(f"legacy table {table}: {counts['sessions']} session(s), {counts['adopted']} "
