@@ -19,6 +19,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware.summarization import SummarizationMiddleware
 from langchain_classic.memory import ConversationSummaryBufferMemory
 from langchain_core.chat_history import InMemoryChatMessageHistory
+from langchain_core.exceptions import ModelAuthenticationError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage,
@@ -151,7 +152,8 @@ def test_39261_memshift_summarizes_what_it_cuts(backend: str) -> None:
 # -- langchain#38867 -------------------------------------------------------------------------
 class Down(Provider):
     def _generate(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("provider down")
+        # an error stock's with_retry does not retry (it would wait seconds between attempts)
+        raise ModelAuthenticationError("provider down")
 
 
 def down() -> Down:
@@ -162,7 +164,7 @@ def test_38867_stock_classic_loses_the_messages_of_a_failed_summary() -> None:
     history = InMemoryChatMessageHistory()
     stock = ConversationSummaryBufferMemory(llm=down(), chat_memory=history, max_token_limit=20)
     for i in range(3):
-        with pytest.raises(RuntimeError):
+        with pytest.raises(ModelAuthenticationError):
             stock.save_context({"input": f"fact {i} " + "w " * 10}, {"output": "ok " * 10})
     assert len(history.messages) < 6 and stock.moving_summary_buffer == ""  # lost
 
@@ -170,7 +172,7 @@ def test_38867_stock_classic_loses_the_messages_of_a_failed_summary() -> None:
 def test_38867_stock_middleware_fails_the_turn() -> None:
     stock = SummarizationMiddleware(model=down(), trigger=("messages", 3), keep=("messages", 1))
     agent = create_agent(provider(), [], middleware=[stock])
-    with pytest.raises(RuntimeError, match="provider down"):
+    with pytest.raises(ModelAuthenticationError, match="provider down"):
         agent.invoke({"messages": [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]})
 
 
