@@ -90,3 +90,18 @@ def test_a_database_gone_under_a_running_writer_is_a_store_error(tmp_path: Path,
     with pytest.raises(StoreError, match="was (deleted|replaced) while"):
         memory.load("t")
     memory.close()
+
+
+def test_a_relative_database_stays_the_same_file_after_chdir(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    monkeypatch.chdir(tmp_path)
+    memory = SummaryMemory(store="sqlite:///rel.db")
+    memory.save("t", "before", "chdir")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a daemon's chdir("/") after start
+    memory.save("t", "after", "chdir")
+    asyncio.run(memory.asave("t", "async", "too"))
+    assert len(memory.transcript("t")) == 6 and not (elsewhere / "rel.db").exists()
+    memory.close()

@@ -164,7 +164,9 @@ class SqliteStore(SqlStore):
         path = url.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
             raise ConfigError(f"sqlite URL needs a file path: sqlite:///file.db, got {url!r}")
-        self.path = Path(path[1:])  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
+        # sqlite:///rel.db -> rel.db, sqlite:////abs.db -> /abs.db; made absolute now, so a
+        # process that changes directory later (a daemon's chdir("/")) keeps the same file
+        self.path = Path(os.path.abspath(path[1:]))
         self.follow = bool(allow_symlinks)
         self.identity = private_files(self.path, self.follow)
         engine = create_engine(f"sqlite:///{self.path}", connect_args={
