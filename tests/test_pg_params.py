@@ -190,3 +190,28 @@ def test_every_accepted_thread_id_fits_postgresql(pg_url: str, backend: str) -> 
         with pytest.raises(InvalidThreadId, match="at most 2048 bytes in UTF-8"):
             memory.save(tid, "q", "a")
     memory.close()
+
+
+def test_read_only_sessions_keep_the_urls_options_and_stay_read_only(pg_url: str) -> None:
+    """Both read-only paths (the engine of ``doctor``/``migrate --dry-run`` and the saver of
+    ``--from graph``) join the URL's ``options`` to the read-only session's own."""
+    from sqlalchemy import text
+
+    from adapters.stores.readonly import read_engine, read_only_saver
+
+    url = _with(pg_url, "options=-c%20statement_timeout%3D45000&connect_timeout=7")
+    engine = read_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == "45s"
+            assert conn.execute(text("SHOW default_transaction_read_only")).scalar() == "on"
+    finally:
+        engine.dispose()
+    saver = read_only_saver(url)
+    try:
+        conn = saver.conn
+        assert conn.execute("SHOW statement_timeout").fetchone()["statement_timeout"] == "45s"
+        assert conn.execute("SHOW default_transaction_read_only").fetchone()[
+            "default_transaction_read_only"] == "on"
+    finally:
+        saver.conn.close()

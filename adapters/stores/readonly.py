@@ -61,21 +61,16 @@ def read_engine(url: str, *, snapshot: bool = False) -> Engine:
         def _on_begin(conn: Any) -> None:
             conn.exec_driver_sql("BEGIN")
         return engine
-    from adapters.stores.url import driver_params
-
-    given = driver_params(url.partition("?")[2], show_url(url))
-    args: dict[str, Any] = {"prepare_threshold": None,  # the read-only session, with the URL's
-                            "options": " ".join(filter(None, (given.get("options"),
-                                                              _PG_READ_ONLY)))}
-    if "connect_timeout" not in given:
-        args["connect_timeout"] = 10
-    return create_engine(sqlalchemy_url(_libpq_url(url)), poolclass=NullPool, hide_parameters=True,
-                         connect_args=args)
+    conninfo, args = _read_only_session(url)
+    return create_engine(sqlalchemy_url(conninfo), poolclass=NullPool, hide_parameters=True,
+                         connect_args={"prepare_threshold": None, **args})
 
 
-def _libpq_url(url: str) -> str:
-    """``postgres://`` / ``postgresql+psycopg://`` as libpq reads them, with libpq's own
-    parameters and without memshift's (``?keep_checkpoints=N`` is not a libpq parameter)."""
+def _read_only_session(url: str) -> tuple[str, dict[str, Any]]:
+    """A PostgreSQL store URL as libpq reads it (``postgres://`` / ``postgresql+psycopg://``
+    spelled ``postgresql://``, libpq's parameters kept, memshift's own dropped), and the
+    connect arguments of a read-only session: the URL's ``options`` joined to the read-only
+    one, its ``connect_timeout`` (default 10 s). Both read-only paths (engine, saver) use it."""
     from urllib.parse import quote, urlencode
 
     from adapters.stores.url import driver_params
@@ -85,8 +80,12 @@ def _libpq_url(url: str) -> str:
         if base.startswith(scheme):
             base = "postgresql://" + base[len(scheme):]
     params = driver_params(query, show_url(url))
-    params.pop("options", None)  # joined to the read-only session's own (read_engine)
-    return f"{base}?{urlencode(params, quote_via=quote)}" if params else base
+    args: dict[str, Any] = {"options": " ".join(filter(None, (params.pop("options", None),
+                                                              _PG_READ_ONLY)))}
+    if "connect_timeout" not in params:
+        args["connect_timeout"] = 10
+    conninfo = f"{base}?{urlencode(params, quote_via=quote)}" if params else base
+    return conninfo, args
 
 
 def _guarded(url: str, what: str, exc: BaseException) -> StoreError:
@@ -194,10 +193,10 @@ def read_only_saver(url: str, *, snapshot: bool = False) -> BaseCheckpointSaver:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
+    conninfo, args = _read_only_session(url)
     try:
-        conn = psycopg.Connection.connect(
-            _libpq_url(url), autocommit=True, prepare_threshold=0, row_factory=dict_row, options=_PG_READ_ONLY,
-            connect_timeout=10)
+        conn = psycopg.Connection.connect(conninfo, autocommit=True, prepare_threshold=0,
+                                          row_factory=dict_row, **args)
     except (psycopg.Error, ValueError) as exc:
         raise _guarded(url, "cannot connect to", exc) from None
     return PostgresSaver(conn)  # type: ignore[arg-type]
