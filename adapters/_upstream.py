@@ -260,7 +260,7 @@ def delta_metadata(metadata: Any) -> bool:
 
 def inmemory_uses_delta(saver: Any, thread_id: str) -> bool:
     """Whether a thread's checkpoints carry ``DeltaChannel`` state (its metadata keys)."""
-    return any(DELTA_METADATA_KEYS & _meta(saver, entry).keys()
+    return any(delta_metadata(_meta(saver, entry))
                for _ns, entries in _spaces(saver, thread_id) for _cid, entry in entries)
 
 

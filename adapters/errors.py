@@ -90,6 +90,11 @@ class DeltaStateError(StoreError, NotImplementedError):
     rebuilt from older checkpoints): refused, nothing changed. A ``NotImplementedError`` too, as
     upstream's ``PostgresSaver.prune`` raises for such threads."""
 
+    @classmethod
+    def for_prune(cls, thread_id: str) -> DeltaStateError:
+        return cls(f"prune(strategy='keep_latest') would break the DeltaChannel state of "
+                   f"thread {thread_id!r}; nothing was pruned")
+
 
 class ThreadElsewhere(MemshiftError):
     """The thread lives on the other backend and this memory was told not to move it

@@ -160,8 +160,7 @@ class SqlCheckpointOps:
 
     def prune_latest(self, tx: Tx) -> None:
         if self.uses_delta(tx):
-            raise DeltaStateError(f"prune(strategy='keep_latest') would break the DeltaChannel "
-                                  f"state of thread {tx.thread_id!r}; nothing was pruned")
+            raise DeltaStateError.for_prune(tx.thread_id)
         self._execute(tx, self._sql()["prune_latest"], self._params(tx))
 
     def delete_runs(self, tx: Tx, run_ids: Sequence[str]) -> None:

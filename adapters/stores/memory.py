@@ -158,8 +158,7 @@ class _MemoryCheckpoints(Checkpoints):
 
     def prune_latest(self, tx: Tx) -> None:
         if self.uses_delta(tx):
-            raise DeltaStateError(f"prune(strategy='keep_latest') would break the DeltaChannel "
-                                  f"state of thread {tx.thread_id!r}; nothing was pruned")
+            raise DeltaStateError.for_prune(tx.thread_id)
         _up.inmemory_prune_latest(self._saver, tx.thread_id)
 
     def delete_runs(self, tx: Tx, run_ids: Sequence[str]) -> None:

@@ -183,9 +183,7 @@ class PlacedSaver(BaseCheckpointSaver):
         checkpoints = self.store.checkpoints
         for thread_id in threads:  # nothing is pruned when one thread would be refused
             if (yield from self._read(thread_id, checkpoints.uses_delta)):
-                raise DeltaStateError(f"prune(strategy='keep_latest') would break the "
-                                      f"DeltaChannel state of thread {thread_id!r}; nothing "
-                                      "was pruned")
+                raise DeltaStateError.for_prune(thread_id)
         yield from self._each(threads, checkpoints.prune_latest)
 
     async def aclose(self) -> None:
