@@ -61,8 +61,7 @@ def _file_lock(path: str, follow: bool = False) -> Iterator[None]:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise ConfigError(f"the lock file {path!r} is a symbolic link; memshift does not "
-                              "follow it (pass ?allow_symlinks=1 to allow links)") from None
+            raise _link_refused(f"the lock file {path!r}") from None
         raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -240,8 +239,7 @@ def private_files(path: Path, follow: bool) -> tuple[int, int]:
     warning: the transcripts they hold are private)."""
     _private_dirs(path.parent)
     if not follow and path.is_symlink():
-        raise ConfigError(f"the SQLite database path {str(path)!r} is a symbolic link; memshift "
-                          "does not follow it (pass ?allow_symlinks=1 to allow links)")
+        raise _link_refused(f"the SQLite database path {str(path)!r}")
     flags = os.O_CREAT | os.O_RDWR | (0 if follow else os.O_NOFOLLOW)
     fd = os.open(path, flags, 0o600)
     try:
@@ -255,10 +253,15 @@ def private_files(path: Path, follow: bool) -> tuple[int, int]:
     for suffix in ("-wal", "-shm"):
         side = Path(f"{path}{suffix}")
         if side.is_symlink() and not follow:
-            raise ConfigError(f"{str(side)!r} is a symbolic link; memshift does not follow it")
+            raise _link_refused(repr(str(side)))
         if side.exists() and stat.S_IMODE(side.stat().st_mode) & 0o077:
             os.chmod(side, 0o600)
     return info.st_dev, info.st_ino
+
+
+def _link_refused(what: str) -> ConfigError:
+    return ConfigError(f"{what} is a symbolic link; memshift does not follow it (pass "
+                       "?allow_symlinks=1 to allow links)")
 
 
 def _private_dirs(directory: Path) -> None:
