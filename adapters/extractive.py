@@ -232,12 +232,12 @@ class ExtractiveSummarizer:
             sentence = rest
         targets = _targets(sentence)
         negated = [term for _, _, term in targets if term]
-        if (targets or _CORRECTION.search(sentence)) and _says_nothing(sentence):
+        correction = _CORRECTION.search(sentence) is not None
+        if (targets or correction) and _says_nothing(sentence):
             return
-        corrects = bool(negated) and bool(_CORRECTION.search(sentence) or "instead of" in
-                                          sentence.lower() or "而不是" in sentence or
-                                          "不是" in sentence)
-        if not may_correct and (corrects or _CORRECTION.search(sentence)):
+        corrects = bool(negated) and (correction or "instead of" in sentence.lower()
+                                      or "不是" in sentence)  # 而不是 too
+        if not may_correct and (corrects or correction):
             return  # a tool's or the model's correction is not the user's: it changes nothing
         if corrects:
             self._forget(doc, negated)
@@ -248,7 +248,7 @@ class ExtractiveSummarizer:
                 self._supersede(doc, sentence)
                 self._add(doc, "facts", sentence)
             return
-        if _CORRECTION.search(sentence):
+        if correction:
             stated = _LEADING.sub("", sentence).strip()
             if stated and self._supersede(doc, stated):
                 self._add(doc, "facts", stated)
