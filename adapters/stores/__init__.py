@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.errors import ConfigError
 from adapters.stores.base import Checkpoints, ClassicSnapshot, ClassicState, Store, Tx
 from adapters.stores.memory import MemoryStore
-from adapters.stores.url import driver_params, parse_options, redact_url, sqlalchemy_url
+from adapters.stores.url import redact_url, split_query, sqlalchemy_url
 
 __all__ = [
     "Checkpoints", "ClassicSnapshot", "ClassicState", "MemoryStore", "Store", "Tx", "open_store",
@@ -28,19 +28,19 @@ def open_store(url: str | Store | None) -> Store:
     redacted = redact_url(url)
     base, _, query = url.partition("?")
     postgres = base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
-    options = parse_options(query, redacted, postgres=postgres,
-                            sqlite=base.startswith("sqlite://"))
+    sqlite = base.startswith("sqlite://")
+    options, params = split_query(query, redacted, postgres, sqlite)
     if base in ("memory", "memory://"):
         return MemoryStore(**options)
-    if base.startswith("sqlite://"):
+    if sqlite:
         from adapters.stores.sqlite import SqliteStore
 
         return SqliteStore(base, **options)
-    if base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+    if postgres:
         from adapters.stores.postgres import PostgresStore
 
         return PostgresStore(base.replace("postgresql+psycopg://", "postgresql://", 1), redacted,
-                             params=driver_params(query, redacted), **options)
+                             params=params, **options)
     raise ConfigError(
         f"unsupported store URL {redacted!r}: use 'memory', 'sqlite:///path.db' "
         "or 'postgresql://user@host/db'"

@@ -20,7 +20,7 @@ from urllib.parse import (
 from adapters.errors import ConfigError
 
 __all__ = [
-    "lock_key", "parse_options", "driver_params", "LIBPQ_PARAMS", "redact_url", "scrub", "scrub_cause", "secret_forms",
+    "lock_key", "parse_options", "driver_params", "split_query", "LIBPQ_PARAMS", "redact_url", "scrub", "scrub_cause", "secret_forms",
     "split_url", "sqlalchemy_url", "stripe_of",
 ]
 
@@ -253,16 +253,17 @@ def parse_options(query: str, redacted: str, *, postgres: bool = False,
     """memshift's own store option (``?keep_checkpoints=N``); with ``postgres``, libpq's
     connection parameters are allowed too (see :func:`driver_params`). A query holding ``@``
     is a password with an unencoded ``?``: say so, and never echo a key the redaction hid."""
-    return _split_query(query, redacted, postgres, sqlite)[0]
+    return split_query(query, redacted, postgres, sqlite)[0]
 
 
 def driver_params(query: str, redacted: str) -> dict[str, str]:
     """The libpq parameters of a PostgreSQL store URL's query, checked."""
-    return _split_query(query, redacted, True)[1]
+    return split_query(query, redacted, True)[1]
 
 
-def _split_query(query: str, redacted: str, postgres: bool,
-                 sqlite: bool = False) -> tuple[dict[str, int], dict[str, str]]:
+def split_query(query: str, redacted: str, postgres: bool,
+                sqlite: bool = False) -> tuple[dict[str, int], dict[str, str]]:
+    """A store URL's query read once: memshift's options and (PostgreSQL) libpq's parameters."""
     if "@" in query:
         raise ConfigError(f"store URL {redacted!r}: its password seems to hold an unencoded "
                           "'?'; percent-encode it (urllib.parse.quote(password, safe=''))")
