@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -60,6 +60,11 @@ def share_of(thread_id: str) -> float:
     """A stable number in [0, 1) for a thread id: the rollout compares against it."""
     digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _distinct(stores: Iterable[Store]) -> list[Store]:
+    """Each store once (both sides may share one), in first-seen order."""
+    return list({id(store): store for store in stores}.values())
 
 
 class StagedEngine(Engine):
@@ -133,18 +138,10 @@ class StagedEngine(Engine):
         return [leaf for side in self.engines.values() for leaf in side.leaves()]
 
     def stores(self) -> list[Store]:
-        seen: dict[int, Store] = {}
-        for side in self.engines.values():
-            for store in side.stores():
-                seen.setdefault(id(store), store)
-        return list(seen.values())
+        return _distinct(store for side in self.engines.values() for store in side.stores())
 
     def homes(self) -> list[Store]:
-        seen: dict[int, Store] = {}
-        for side in self.engines.values():
-            for store in side.homes():
-                seen.setdefault(id(store), store)
-        return list(seen.values())
+        return _distinct(store for side in self.engines.values() for store in side.homes())
 
     def middleware_engine(self) -> MemoryEngine | None:
         return self._leaf.get("middleware")
