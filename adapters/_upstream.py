@@ -38,6 +38,8 @@ __all__ = [
     "DELTA_METADATA_KEYS",
     "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
+    "postgres_saver_migrations",
+    "sqlite_saver_setup_sql",
 ]
 
 # Checkpoint metadata keys LangGraph writes for ``DeltaChannel`` state (upstream's
@@ -329,3 +331,37 @@ def inmemory_copy(saver: Any, source: str, target: str) -> None:
                 saver.writes[(target, ns, checkpoint_id)] = dict(writes)
     for key in [k for k in list(saver.blobs) if k[0] == source]:
         saver.blobs[(target, *key[1:])] = saver.blobs[key]
+
+
+# -- savers' own schema: what their setup() runs (for `memshift schema`) ----------------------
+def postgres_saver_migrations() -> list[str]:
+    """``PostgresSaver.MIGRATIONS``: LangGraph's DDL, one entry per version recorded in its
+    ``checkpoint_migrations`` table (its ``setup()`` runs the ones past the recorded ``v``)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return list(PostgresSaver.MIGRATIONS)
+
+
+def sqlite_saver_setup_sql() -> list[str]:
+    """The statements ``SqliteSaver.setup()`` runs, recorded by running it against a
+    connection that only writes them down (its script is a literal inside the method)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class _Recorder:
+        def __init__(self) -> None:
+            self.statements: list[str] = []
+
+        def executescript(self, script: str) -> None:
+            self.statements += [s.strip() for s in script.split(";") if s.strip()]
+
+        def execute(self, sql: str, *args: Any) -> None:
+            self.statements.append(sql.strip())
+
+        def commit(self) -> None:
+            pass
+
+    recorder = _Recorder()
+    saver = SqliteSaver.__new__(SqliteSaver)
+    saver.conn, saver.is_setup = recorder, False  # type: ignore[assignment]
+    SqliteSaver.setup(saver)
+    return recorder.statements

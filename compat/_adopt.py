@@ -93,13 +93,13 @@ _SHARED: dict[str, Store] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_store(url: str) -> Store:
+def shared_store(url: str, create_schema: bool = True) -> Store:
     """One store per database for memories built on their history's database: an app that
     builds a memory per request opens the database once, not once per request."""
     with _SHARED_LOCK:
         store = _SHARED.get(url)
         if store is None:
-            store = _SHARED[url] = open_store(url)
+            store = _SHARED[url] = open_store(url, create_schema=create_schema)
         return store
 
 

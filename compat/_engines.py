@@ -72,7 +72,7 @@ def resolve_policy(policy: MemoryPolicy | None, max_token_limit: int | None,
     return policy
 
 
-def open_memory_store(url: Any, history: Any) -> tuple[Store, bool]:
+def open_memory_store(url: Any, history: Any, create_schema: bool = True) -> tuple[Store, bool]:
     """The store a memory runs on, and whether it is borrowed (shared, not closed with the
     memory): ``url`` (``store=`` or ``$MEMSHIFT_STORE``), else where a ``chat_memory=``
     history lives (its SQL database: memshift's tables beside it), else in memory."""
@@ -83,10 +83,10 @@ def open_memory_store(url: Any, history: Any) -> tuple[Store, bool]:
     if url is None and history is not None:
         derived = history_store(history)
         if derived is not None:
-            return shared_store(derived), True
+            return shared_store(derived, create_schema), True
     elif url in ("memory", "memory://") and history is not None and is_persistent(history):
         explicit_memory_store_warning(history)
-    return open_store(url), False
+    return open_store(url, create_schema=create_schema), False
 
 
 def _share(value: float | None, env: str, default: str) -> float:
@@ -130,7 +130,8 @@ def build_engine(memory: SummaryMemory, name: str, summarizer: Any, store: Store
     route: dict[str, Any] = {"move_on_touch": memory.move_on_touch}
     staged, shadow = memory.staged or StagedConfig(), memory.shadow
     if name == "staged":
-        target = open_store(staged.target_store) if staged.target_store is not None else store
+        target = store if staged.target_store is None else \
+            open_store(staged.target_store, create_schema=memory.create_schema)
         classic: Engine = _one(memory, "classic", policy, summarizer, store)
         if shadow is not None and shadow.sample is not None:  # the next cohort, measured
             shared = CachingSummarizer(summarizer)

@@ -72,7 +72,13 @@ def _schema(engine: Any, diagnosis: Diagnosis) -> set[str]:
     from sqlalchemy import inspect
 
     from adapters.stores.schema import metadata
+    from adapters.stores.versions import CURRENT, read_status
 
+    with engine.connect() as conn:
+        status = read_status(conn)
+    if not status.current:
+        diagnosis.schema_problems.append(
+            f"{status.describe()}; this memshift's is {CURRENT} (an upgrade is pending)")
     inspector = inspect(engine)
     tables = set(inspector.get_table_names())
     for table in metadata.sorted_tables:
@@ -86,6 +92,28 @@ def _schema(engine: Any, diagnosis: Diagnosis) -> set[str]:
                 diagnosis.schema_problems.append(
                     f"{table.name}.{column.name}: missing (a store from an older memshift)")
     return tables
+
+
+def _behind(url: str, diagnosis: Diagnosis) -> bool:
+    """A store whose tables are behind this memshift's: the one problem to report (its
+    threads cannot be read until it is upgraded)."""
+    from adapters.stores.readonly import read_engine
+    from adapters.stores.versions import CURRENT, read_status
+
+    engine = read_engine(url)
+    try:
+        with engine.connect() as conn:
+            status = read_status(conn)
+    finally:
+        engine.dispose()
+    if not 0 < status.version < CURRENT:
+        return False
+    diagnosis.problems.append({
+        "what": f"schema: {status.describe()}; this memshift's is {CURRENT} (an upgrade is "
+                "pending, threads not examined)", "thread": "",
+        "fix": "memshift schema upgrade --store URL (or open the store once with this "
+               "memshift version)"})
+    return True
 
 
 def _legacy(engine: Any, tables: set[str], store: Any, diagnosis: Diagnosis) -> None:
@@ -118,6 +146,8 @@ def diagnose(url: str, *, limit: int | None = None,
     from compat.memory import SummaryMemory
 
     diagnosis = Diagnosis(store=show_url(url), versions=_versions())
+    if _behind(url, diagnosis):
+        return diagnosis
     store = open_read_only(url)
     if store is None:
         tables = table_names(url)
@@ -180,6 +210,6 @@ def diagnose(url: str, *, limit: int | None = None,
     diagnosis.unrecorded = dict(unrecorded)
     for problem in diagnosis.schema_problems:
         diagnosis.problems.append({"what": f"schema: {problem}", "thread": "",
-                                   "fix": "open the store once with this memshift version "
-                                          "(it creates what is missing)"})
+                                   "fix": "memshift schema upgrade --store URL (or open the "
+                                          "store once with this memshift version)"})
     return diagnosis

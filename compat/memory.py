@@ -63,6 +63,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     thread_id: str | None = None
     thread_key: str = "thread_id"
     move_on_touch: bool = True  # a thread found on the other backend moves; False: ThreadElsewhere
+    create_schema: bool = True  # False: no DDL at open (`memshift schema upgrade` runs it)
     shadow: ShadowConfig | None = None
     staged: StagedConfig | None = Field(default=None, repr=False)  # may name a store
     legacy: LegacyConfig | None = Field(default=None, repr=False)
@@ -106,7 +107,8 @@ class SummaryMemory(StockSurface, BaseMemory):
             check_thread_id(self.thread_id)
         history = self.legacy.history if self.legacy else None
         rt.store, rt.borrowed = open_memory_store(
-            self.store if self.store is not None else os.environ.get(STORE_ENV), history)
+            self.store if self.store is not None else os.environ.get(STORE_ENV), history,
+            self.create_schema)
         if self.own_checkpointer is not None:
             rt.store.checkpoints = OwnSaver(self.own_checkpointer, rt.store.checkpoints.keep)
         if history is not None and self.thread_id is None:

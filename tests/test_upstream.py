@@ -3,6 +3,8 @@ stops calling one, these fail (without PostgreSQL), before the contract suite dr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
@@ -173,3 +175,23 @@ def test_policy_forms_are_read_by_stocks_own_parser() -> None:
     assert calls == [[("tokens", 10), {"messages": 3, "tokens": 5}]]
     assert policy.trigger_clauses == ({"tokens": 10}, {"messages": 3, "tokens": 5})
     assert upstream.validate_context_size(("fraction", 0.5), "keep") == ("fraction", 0.5)
+
+
+def test_the_savers_setup_statements_memshift_prints_are_the_ones_setup_runs(tmp_path: Path) -> None:
+    """``memshift schema upgrade --sql`` prints LangGraph's DDL from two hooks: the SQLite
+    saver's recorded ``setup()`` and ``PostgresSaver.MIGRATIONS``. Applied by hand, the SQLite
+    statements leave ``setup()`` nothing to change; the PostgreSQL list starts with the table
+    that records its own versions."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    statements = upstream.sqlite_saver_setup_sql()
+    assert any("CREATE TABLE IF NOT EXISTS checkpoints" in s for s in statements)
+    by_hand = sqlite3.connect(tmp_path / "hand.db")
+    by_hand.executescript(";\n".join(s for s in statements if not s.startswith("ALTER")))
+    schema = by_hand.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
+    SqliteSaver(by_hand).setup()
+    assert by_hand.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == schema
+    migrations = upstream.postgres_saver_migrations()
+    assert "checkpoint_migrations" in migrations[0] and len(migrations) >= 10

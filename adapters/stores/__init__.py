@@ -13,11 +13,13 @@ __all__ = [
 ]
 
 
-def open_store(url: str | Store | None) -> Store:
+def open_store(url: str | Store | None, *, create_schema: bool = True) -> Store:
     """Open the store a URL names. Errors never show a password.
 
     ``memory`` | ``sqlite:///path.db`` | ``postgresql://user:pw@host/db``; an optional
-    ``?keep_checkpoints=N`` sets checkpoint retention.
+    ``?keep_checkpoints=N`` sets checkpoint retention. ``create_schema=False`` (or
+    ``?create_schema=0``) runs no DDL: a SQL store whose schema is missing or older than this
+    memshift's is refused with a ``StoreError`` (``memshift schema upgrade`` creates it).
     """
     if isinstance(url, Store):
         return url
@@ -30,17 +32,18 @@ def open_store(url: str | Store | None) -> Store:
     postgres = base.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
     sqlite = base.startswith("sqlite://")
     options, params = split_query(query, redacted, postgres, sqlite)
+    create = create_schema and bool(options.pop("create_schema", 1))
     if base in ("memory", "memory://"):
         return MemoryStore(**options)
     if sqlite:
         from adapters.stores.sqlite import SqliteStore
 
-        return SqliteStore(base, **options)
+        return SqliteStore(base, create_schema=create, **options)
     if postgres:
         from adapters.stores.postgres import PostgresStore
 
         return PostgresStore(base.replace("postgresql+psycopg://", "postgresql://", 1), redacted,
-                             params=params, **options)
+                             params=params, create_schema=create, **options)
     raise ConfigError(
         f"unsupported store URL {redacted!r}: use 'memory', 'sqlite:///path.db' "
         "or 'postgresql://user@host/db'"

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,7 +27,7 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
-from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata, scrub_password
+from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import read_once
 from adapters.stores.url import lock_key, split_url, sqlalchemy_url
 
@@ -122,7 +122,8 @@ class PostgresStore(SqlStore):
     batches = True
 
     def __init__(self, url: str, redacted: str, *, keep_checkpoints: int = 4,
-                 pool_size: int = 8, params: dict[str, str] | None = None) -> None:
+                 pool_size: int = 8, params: dict[str, str] | None = None,
+                 create_schema: bool = True) -> None:
         try:
             import psycopg
         except ImportError as exc:
@@ -149,15 +150,19 @@ class PostgresStore(SqlStore):
         super().__init__(redacted, engine)
         self._pool_size = pool_size
         self.checkpoints = _PostgresCheckpoints(self, keep_checkpoints)
-        self._setup(psycopg)
+        if create_schema:
+            self._setup(psycopg)
+        else:
+            self.prepare_schema(False)
 
     @property
     def keep_checkpoints(self) -> int:
         return self.checkpoints.keep
 
     def _setup(self, psycopg: Any) -> None:
-        """Create memshift's and LangGraph's tables once, whatever number of processes
-        start at the same time (try-lock polling: never a blocked lock across CONCURRENTLY)."""
+        """Create or upgrade memshift's and LangGraph's tables once, whatever number of
+        processes start at the same time (try-lock polling: never a blocked lock across
+        CONCURRENTLY)."""
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
@@ -171,22 +176,9 @@ class PostgresStore(SqlStore):
                                      f"setup lock for {SETUP_TIMEOUT_S:.0f} s")
                 time.sleep(0.05)
             try:
-                metadata.create_all(self.engine)
-                self._widen_window_ids()
-                PostgresSaver(conn).setup()  # type: ignore[arg-type]
+                self.prepare_schema(True, PostgresSaver(conn).setup)  # type: ignore[arg-type]
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
-
-    def _widen_window_ids(self) -> None:
-        """Stores created by memshift 0.1 have a 32-bit window id: widen it once."""
-        with self.engine.begin() as conn:
-            kind = conn.execute(text(
-                "SELECT data_type FROM information_schema.columns WHERE table_name = "
-                "'memshift_window' AND column_name = 'id' AND table_schema = current_schema()"
-            )).scalar()
-            if kind == "integer":
-                conn.execute(text("ALTER TABLE memshift_window ALTER COLUMN id TYPE BIGINT"))
-                conn.execute(text("ALTER SEQUENCE IF EXISTS memshift_window_id_seq AS BIGINT"))
 
     def _dialect_insert(self, table: Any) -> Any:
         return pg_insert(table)

@@ -172,7 +172,27 @@ def open_read_only(url: str, *, snapshot: bool = False) -> ReadOnlyStore | None:
         return None
     if "memshift_transcript" not in table_names(url, snapshot=snapshot):
         return None
-    return ReadOnlyStore(url, read_engine(url, snapshot=snapshot))
+    engine = read_engine(url, snapshot=snapshot)
+    _refuse_newer(engine, url)
+    return ReadOnlyStore(url, engine)
+
+
+def _refuse_newer(engine: Engine, url: str) -> None:
+    """A store written by a newer memshift may mean something this one cannot read; one
+    whose tables are behind this memshift's lacks what the reads ask for (nothing is
+    upgraded by a read-only open)."""
+    from adapters.stores.versions import CURRENT, read_status, refuse_newer
+
+    try:
+        with engine.connect() as conn:
+            status = read_status(conn)
+    except (SQLAlchemyError, sqlite3.Error) as exc:
+        raise _guarded(url, "cannot read the schema of", exc) from None
+    refuse_newer(status, show_url(url))
+    if 0 < status.version < CURRENT:
+        raise StoreError(f"{show_url(url)} has {status.describe()}; this memshift reads "
+                         f"version {CURRENT}: run `memshift schema upgrade --store URL` first "
+                         "(a read-only command never changes the schema)")
 
 
 def read_only_saver(url: str, *, snapshot: bool = False) -> BaseCheckpointSaver:

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from sqlalchemy import (
     BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
-    bindparam, delete, literal_column, select, union_all,
+    bindparam, delete, false, literal_column, select, union_all,
 )
 
 from adapters.errors import corrupt
@@ -67,7 +67,7 @@ placement_table = Table(
     Column("backend", Text, nullable=False),
     Column("version", Integer, nullable=False),
     Column("since", Float, nullable=False),
-    Column("pinned", Boolean, nullable=False, default=False),
+    Column("pinned", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 READ_CLASSIC = union_all(

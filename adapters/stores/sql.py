@@ -87,6 +87,7 @@ class SqlStore(AsyncDriver, Placements, Reads):
     # Transactions queue their writes and send them with the next read or the COMMIT
     # (``adapters.stores.batch``): PostgreSQL, where every statement is a round trip.
     batches: bool = False
+    schema_applied: tuple[str, ...] = ()  # the schema steps this open ran (``prepare_schema``)
 
     def __init__(self, url: str, engine: Engine) -> None:
         super().__init__()
@@ -334,6 +335,27 @@ class SqlStore(AsyncDriver, Placements, Reads):
             if len(page) < batch:
                 return
             last = page[-1]
+
+    # -- schema ----------------------------------------------------------------------
+    def prepare_schema(self, create: bool, setup_saver: Any = None) -> None:
+        """``create``: bring memshift's tables to this version (the caller holds the dialect's
+        setup lock), then LangGraph's (``setup_saver``). Otherwise run no DDL and refuse a
+        store that is missing either or is behind. A newer memshift's store is always refused."""
+        from adapters.stores.saver_schema import saver_status
+        from adapters.stores.versions import require_current, upgrade
+
+        with self.guard("schema setup"):
+            if create:
+                self.schema_applied = tuple(upgrade(self.engine, self.url))
+                setup_saver()
+                return
+            require_current(self.engine, self.url)
+            with self.engine.connect() as conn:
+                saver = saver_status(conn)
+            if saver.pending:
+                raise StoreError(f"{self.url}: LangGraph's checkpoint tables are {saver.state} "
+                                 "and create_schema=False runs no DDL: run `memshift schema "
+                                 "upgrade --store URL` (or `--sql` for the statements)")
 
     def close(self) -> None:
         super().close()

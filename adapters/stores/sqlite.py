@@ -32,7 +32,7 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.schema import load_placement
 from adapters.stores.checkpoint_sql import SqlCheckpointOps
-from adapters.stores.sql import SqlStore, SqlTx, _conn, metadata
+from adapters.stores.sql import SqlStore, SqlTx, _conn
 
 logger = logging.getLogger("memshift.store")
 
@@ -159,7 +159,8 @@ class SqliteStore(SqlStore):
 
     translated = (SQLAlchemyError, sqlite3.Error)
 
-    def __init__(self, url: str, *, keep_checkpoints: int = 4, allow_symlinks: int = 0) -> None:
+    def __init__(self, url: str, *, keep_checkpoints: int = 4, allow_symlinks: int = 0,
+                 create_schema: bool = True) -> None:
         path = url.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
             raise ConfigError(f"sqlite URL needs a file path: sqlite:///file.db, got {url!r}")
@@ -173,17 +174,22 @@ class SqliteStore(SqlStore):
         _configure(engine, self)
         super().__init__(url, engine)
         self.checkpoints = _SqliteCheckpoints(self, keep_checkpoints)
-        with self.guard("create tables"), _file_lock(str(self.path) + ".memshift-lock",
-                                                     self.follow):
-            metadata.create_all(engine)
-            from langgraph.checkpoint.sqlite import SqliteSaver
+        if not create_schema:
+            self.prepare_schema(False)
+            return
+        with self.guard("schema setup"), _file_lock(str(self.path) + ".memshift-lock",
+                                                    self.follow):
+            self.prepare_schema(True, self._setup_saver)
 
-            setup = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
-            try:
-                _pragmas(setup)
-                SqliteSaver(setup).setup()
-            finally:
-                setup.close()
+    def _setup_saver(self) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        setup = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+        try:
+            _pragmas(setup)
+            SqliteSaver(setup).setup()
+        finally:
+            setup.close()
 
     @property
     def keep_checkpoints(self) -> int:

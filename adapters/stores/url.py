@@ -275,6 +275,10 @@ def split_query(query: str, redacted: str, postgres: bool,
             if not value.isdigit() or int(value) < 1:
                 raise ConfigError(f"keep_checkpoints must be a positive integer in {redacted!r}")
             options[key] = int(value)
+        elif (sqlite or postgres) and key == "create_schema":
+            if value not in ("0", "1"):
+                raise ConfigError(f"create_schema must be 0 or 1 in {redacted!r}")
+            options[key] = int(value)
         elif sqlite and key == "allow_symlinks":
             if value not in ("0", "1"):
                 raise ConfigError(f"allow_symlinks must be 0 or 1 in {redacted!r}")
@@ -288,10 +292,10 @@ def split_query(query: str, redacted: str, postgres: bool,
                                   f"{redacted!r}")
             params[key] = value
         else:
-            known = "keep_checkpoints" + (" and libpq's connection parameters (sslmode, "
-                                          "connect_timeout, application_name, ...)"
-                                          if postgres else " and allow_symlinks"
-                                          if sqlite else "")
+            known = "keep_checkpoints" + (
+                ", create_schema and libpq's connection parameters (sslmode, connect_timeout, "
+                "application_name, ...)" if postgres else
+                ", create_schema and allow_symlinks" if sqlite else "")
             raise ConfigError(f"unknown store option {shown} in {redacted!r}; the options are "
                               f"{known}")
     return options, params

@@ -1,0 +1,279 @@
+"""memshift's schema versions: what each one added, how a store's version is read (recorded in
+``memshift_schema``, or inferred from the catalog of a store written before versions were
+recorded), and the explicit steps that bring an older store to this version.
+
+Like Alembic's history: every step is frozen DDL (never today's table definitions), runs in
+its own transaction together with the row that records it, and is idempotent (``IF NOT
+EXISTS``, or a catalog check where SQLite has none), so a step interrupted half-way or run
+twice leaves the same store. ``memshift schema upgrade --sql`` prints the same statements for
+a DBA. LangGraph's own tables are migrated by LangGraph (``saver_schema``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Column, Integer, MetaData, Table, Text, inspect, select, text
+from sqlalchemy.engine import Connection, Engine
+
+from adapters.errors import StoreError
+
+__all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE",
+           "pending_sql", "read_status", "refuse_newer", "require_current", "upgrade"]
+
+logger = logging.getLogger("memshift.schema")
+
+CURRENT = 4
+VERSION_TABLE = "memshift_schema"
+_meta = MetaData()
+versions_table = Table(
+    VERSION_TABLE, _meta,
+    Column("version", Integer, nullable=False),
+    Column("step", Text, nullable=False),
+    Column("applied_at", Text, nullable=False),
+    Column("memshift_version", Text, nullable=False),
+)
+_CREATE_VERSIONS = ("CREATE TABLE IF NOT EXISTS memshift_schema (version INTEGER NOT NULL, "
+                    "step TEXT NOT NULL, applied_at TEXT NOT NULL, "
+                    "memshift_version TEXT NOT NULL)")
+
+# What each version is (the memshift that introduced it):
+#   1  memshift 0.1: memshift_transcript, memshift_window (32-bit ids on PostgreSQL),
+#      memshift_classic
+#   2  + memshift_folds (fold records); memshift_window ids 64-bit
+#   3  + memshift_placement (which backend serves a thread)
+#   4  + memshift_placement.pinned; versions recorded in memshift_schema
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What the store holds, as far as memshift's versions are concerned."""
+
+    tables: frozenset[str]
+    columns: dict[str, frozenset[str]]
+    window_id_32bit: bool
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        return table in self.tables and (column is None or column in self.columns[table])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One version's change: statements per dialect; ``needed`` says which still apply."""
+
+    version: int
+    name: str
+    sql: Callable[[str, Catalog], list[str]]
+
+
+def _v2(dialect: str, cat: Catalog) -> list[str]:
+    pk = "BIGSERIAL" if dialect == "postgresql" else "INTEGER"
+    out = [f"CREATE TABLE IF NOT EXISTS memshift_folds (id {pk} NOT NULL, thread_id TEXT NOT "
+           "NULL, record TEXT NOT NULL, PRIMARY KEY (id))",
+           "CREATE INDEX IF NOT EXISTS ix_memshift_folds_thread ON memshift_folds "
+           "(thread_id, id)"]
+    if dialect == "postgresql" and cat.window_id_32bit:
+        out += ["ALTER TABLE memshift_window ALTER COLUMN id TYPE BIGINT",
+                "ALTER SEQUENCE IF EXISTS memshift_window_id_seq AS BIGINT"]
+    return out
+
+
+def _v3(dialect: str, cat: Catalog) -> list[str]:
+    return ["CREATE TABLE IF NOT EXISTS memshift_placement (thread_id TEXT NOT NULL, backend "
+            "TEXT NOT NULL, version INTEGER NOT NULL, since FLOAT NOT NULL, "
+            "PRIMARY KEY (thread_id))"]
+
+
+def _v4(dialect: str, cat: Catalog) -> list[str]:
+    if cat.has("memshift_placement", "pinned"):
+        return []
+    if dialect == "postgresql":
+        return ["ALTER TABLE memshift_placement ADD COLUMN IF NOT EXISTS pinned BOOLEAN NOT "
+                "NULL DEFAULT false"]
+    return ["ALTER TABLE memshift_placement ADD COLUMN pinned BOOLEAN NOT NULL DEFAULT 0"]
+
+
+STEPS = (Step(2, "fold records (memshift_folds); 64-bit window ids", _v2),
+         Step(3, "placement record (memshift_placement)", _v3),
+         Step(4, "pinned threads (memshift_placement.pinned); versions recorded", _v4))
+
+
+@dataclass
+class SchemaStatus:
+    """A store's schema: its version (0: no memshift tables), whether that version was
+    recorded or inferred, who wrote it, and what an upgrade would run."""
+
+    version: int
+    recorded: bool
+    written_by: str | None = None
+    dialect: str = ""
+    catalog: Catalog | None = field(default=None, repr=False)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def newer(self) -> bool:
+        return self.version > CURRENT
+
+    @property
+    def pending(self) -> list[Step]:
+        """The steps an upgrade runs (none for an empty store: it is created whole)."""
+        if self.version == 0 or self.newer:
+            return []
+        return [s for s in STEPS if s.version > self.version]
+
+    @property
+    def current(self) -> bool:
+        return self.version == CURRENT and self.recorded
+
+    def describe(self) -> str:
+        if self.version == 0:
+            return "no memshift tables"
+        how = "recorded" if self.recorded else "inferred: written before versions were recorded"
+        return f"schema version {self.version} ({how})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "current": CURRENT, "recorded": self.recorded,
+                "written_by": self.written_by, "up_to_date": self.current,
+                "pending": [{"version": v, "step": n} for v, n, _ in _plan(self)],
+                "history": self.history}
+
+
+def _catalog(conn: Connection) -> Catalog:
+    insp = inspect(conn)
+    tables = frozenset(t for t in insp.get_table_names() if t.startswith("memshift_"))
+    columns = {t: frozenset(c["name"] for c in insp.get_columns(t)) for t in tables}
+    narrow = False
+    if conn.dialect.name == "postgresql" and "memshift_window" in tables:
+        kind = conn.execute(text(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = "
+            "'memshift_window' AND column_name = 'id' AND table_schema = current_schema()"
+        )).scalar()
+        narrow = kind == "integer"
+    return Catalog(tables, columns, narrow)
+
+
+def _infer(cat: Catalog) -> int:
+    if not cat.has("memshift_transcript"):
+        return 0
+    if not cat.has("memshift_folds") or cat.window_id_32bit:
+        return 1
+    if not cat.has("memshift_placement"):
+        return 2
+    return 4 if cat.has("memshift_placement", "pinned") else 3
+
+
+def read_status(conn: Connection) -> SchemaStatus:
+    """The schema of the store ``conn`` is on; reads only."""
+    cat = _catalog(conn)
+    dialect = conn.dialect.name
+    if VERSION_TABLE in cat.tables:
+        rows = conn.execute(select(versions_table).order_by(versions_table.c.version)).all()
+        if rows:
+            top = max(rows, key=lambda r: r.version)
+            return SchemaStatus(top.version, True, top.memshift_version, dialect, cat,
+                                [dict(r._mapping) for r in rows])
+    return SchemaStatus(_infer(cat), False, None, dialect, cat)
+
+
+def _record(version: int, step: str, dialect: str) -> tuple[str, dict[str, Any]]:
+    from compat.runlog import memshift_version
+
+    return ("INSERT INTO memshift_schema (version, step, applied_at, memshift_version) "
+            "VALUES (:version, :step, :at, :by)",
+            {"version": version, "step": step, "by": memshift_version(),
+             "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def _plan(status: SchemaStatus) -> list[tuple[int, str, list[str]]]:
+    """(version, step, statements) for each step still to run: the whole schema for an empty
+    store, else the pending steps, or only the version record for a current unrecorded one."""
+    if status.newer or status.current:
+        return []
+    if status.version == 0:
+        return [(CURRENT, "create memshift's tables", _create_all_sql(status.dialect))]
+    assert status.catalog is not None
+    plan = [(s.version, s.name, s.sql(status.dialect, status.catalog)) for s in status.pending]
+    return plan or [(CURRENT, "record the schema version", [])]
+
+
+def _create_all_sql(dialect_name: str) -> list[str]:
+    from sqlalchemy.dialects import postgresql, sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    from adapters.stores.schema import metadata
+
+    dialect = (postgresql if dialect_name == "postgresql" else sqlite).dialect()
+    out = []
+    for table in metadata.sorted_tables:
+        out.append(" ".join(str(CreateTable(table, if_not_exists=True).compile(
+            dialect=dialect)).split()))
+        out += [" ".join(str(CreateIndex(ix, if_not_exists=True).compile(
+            dialect=dialect)).split()) for ix in sorted(table.indexes, key=lambda i: i.name or "")]
+    return out
+
+
+def pending_sql(status: SchemaStatus) -> str:
+    """The DDL an upgrade would run, as a script a DBA can review and apply."""
+    lines: list[str] = []
+    plan = _plan(status)
+    if plan:
+        lines.append(_CREATE_VERSIONS + ";")
+    for version, name, statements in plan:
+        lines.append(f"-- memshift schema {version}: {name}")
+        lines += [s + ";" for s in statements]
+        sql, values = _record(version, name, status.dialect)
+        for key, value in values.items():
+            literal = str(value) if isinstance(value, int) else \
+                "'" + str(value).replace("'", "''") + "'"
+            sql = sql.replace(f":{key}", literal)
+        lines.append(sql + ";")
+    return "\n".join(lines)
+
+
+def upgrade(engine: Engine, shown: str) -> list[str]:
+    """Bring the store to ``CURRENT`` (the caller holds the setup lock): each step in one
+    transaction with its record, each logged; an empty store is created whole the same way.
+    Returns the steps applied (none when it was current)."""
+    with engine.connect() as conn:
+        status = read_status(conn)
+    refuse_newer(status, shown)
+    applied = []
+    for version, name, statements in _plan(status):
+        with engine.begin() as conn:
+            conn.execute(text(_CREATE_VERSIONS))
+            for statement in statements:
+                conn.execute(text(statement))
+            sql, values = _record(version, name, status.dialect)
+            conn.execute(text(sql), values)
+        if status.version:  # an upgrade is news; a new store is not
+            logger.warning("schema upgrade on %s: version %d applied (%s)", shown, version, name)
+        applied.append(f"{version}: {name}")
+    return applied
+
+
+def refuse_newer(status: SchemaStatus, shown: str) -> None:
+    if status.newer:
+        raise StoreError(
+            f"{shown} has memshift schema version {status.version} (written by memshift "
+            f"{status.written_by}); this memshift knows versions up to {CURRENT}: upgrade "
+            "memshift to use this store (nothing was read or written)")
+
+
+def require_current(engine: Engine, shown: str) -> SchemaStatus:
+    """``create_schema=False``: no DDL, and a store that is not at ``CURRENT`` is refused."""
+    with engine.connect() as conn:
+        status = read_status(conn)
+    refuse_newer(status, shown)
+    if status.version == 0:
+        raise StoreError(f"{shown} has no memshift tables and create_schema=False: create "
+                         f"them with `memshift schema upgrade --store URL` (or review the DDL "
+                         "with `--sql` first)")
+    if not status.current:
+        raise StoreError(f"{shown} has {status.describe()}; this memshift needs version "
+                         f"{CURRENT} and create_schema=False runs no DDL: run `memshift schema "
+                         "upgrade --store URL` (or `--sql` for the statements)")
+    return status
