@@ -21,6 +21,7 @@ from adapters.fold import FoldJob, Folder
 from adapters.io import Steps, run_async, run_sync
 from adapters.policy import FoldPlan
 from adapters.stores.base import Store, Tx, in_transaction, store_io
+from adapters.thread_keys import storage_id
 
 __all__ = ["FoldHooks"]
 
@@ -97,10 +98,12 @@ class FoldHooks:
 
 
 def _run_thread() -> str | None:
-    """The thread id of the LangGraph run we are called from, if any."""
+    """The thread id of the LangGraph run we are called from, if any, as the stores keep it
+    (the key of an id over the byte budget, as ``memory.checkpointer`` writes it)."""
     from langgraph.config import get_config
 
     try:
-        return get_config().get("configurable", {}).get("thread_id")
+        tid = get_config().get("configurable", {}).get("thread_id")
     except RuntimeError:  # not inside a graph run
         return None
+    return storage_id(tid) if isinstance(tid, str) and tid else tid

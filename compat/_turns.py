@@ -21,21 +21,22 @@ from langchain_core.messages import (
 )
 
 from adapters.errors import ContentError, InputKeyError, InvalidThreadId
+from adapters.thread_keys import MAX_STORED_BYTES, storage_id
 from adapters.view import OwnedTurn, detach, new_message
 
 __all__ = ["as_messages", "as_turn", "check_thread_id", "resolve_input", "resolve_output",
            "split_turns", "stable_id", "stable_ids"]
 
 MAX_THREAD_ID_LENGTH = 1024
-# Every accepted id fits every store's indexes: PostgreSQL's btree holds at most 2,704 bytes per
-# entry (LangGraph's checkpoint keys add the namespace and checkpoint id; incompressible ids
-# failed from about 2,640 bytes). The same budget on every store, so a thread can always move.
-MAX_THREAD_ID_BYTES = 2048
+# Ids longer than this in UTF-8 are stored under a key derived from them (adapters.thread_keys).
+MAX_THREAD_ID_BYTES = MAX_STORED_BYTES
 _ID_NAMESPACE = uuid.UUID("6d656d73-6869-6674-2d6d-696772617465")
 
 
 def check_thread_id(thread_id: Any) -> str:
-    """Thread ids are opaque, non-empty strings: data, never paths or SQL."""
+    """Thread ids are opaque, non-empty strings: data, never paths or SQL. Returns the id
+    the stores keep (``storage_id``: the id itself, or the key of an id over the byte
+    budget)."""
     if not isinstance(thread_id, str) or not thread_id:
         raise InvalidThreadId(f"thread id must be a non-empty string, got {thread_id!r}")
     if len(thread_id) > MAX_THREAD_ID_LENGTH or "\x00" in thread_id:
@@ -45,11 +46,7 @@ def check_thread_id(thread_id: Any) -> str:
     if not thread_id.isascii():  # isascii: O(1); an ASCII id's bytes are its characters
         if not _encodable(thread_id):
             raise InvalidThreadId("thread id is not valid Unicode (a lone surrogate)")
-        if (size := len(thread_id.encode("utf-8"))) > MAX_THREAD_ID_BYTES:
-            raise InvalidThreadId(
-                f"thread id must be at most {MAX_THREAD_ID_BYTES} bytes in UTF-8 (this one is "
-                f"{size}): PostgreSQL's indexes hold no more; hash longer ids "
-                "(hashlib.sha256(id.encode()).hexdigest())")
+        return storage_id(thread_id)
     return thread_id
 
 

@@ -174,7 +174,6 @@ def _cjk(n: int, seed: int) -> str:
 
 @pytest.mark.parametrize("backend", ["classic", "middleware"])
 def test_every_accepted_thread_id_fits_postgresql(pg_url: str, backend: str) -> None:
-    from compat import InvalidThreadId
 
     memory = SummaryMemory(store=pg_url, backend=backend)
     agent = create_agent(Model(messages=(AIMessage("ok") for _ in range(99))), [],
@@ -186,10 +185,39 @@ def test_every_accepted_thread_id_fits_postgresql(pg_url: str, backend: str) -> 
         if agent is not None:
             agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": tid}})
         assert [m.text for m in memory.transcript(tid)][:2] == ["q", "a"]
-    for tid in (_cjk(1000, 2), _cjk(683, 3)):  # 3,000 and 2,049 bytes
-        with pytest.raises(InvalidThreadId, match="at most 2048 bytes in UTF-8"):
-            memory.save(tid, "q", "a")
     memory.close()
+
+
+@pytest.mark.parametrize("backend", ["classic", "middleware"])
+def test_a_1000_character_cjk_id_works_on_postgresql_under_its_key(pg_url: str,
+                                                                  backend: str) -> None:
+    """Ids over the 2,048-byte budget (3,000 and 2,049 bytes here) are stored under a key
+    derived from them: saves, loads, the agent's checkpoints and ``get_state`` work with the
+    caller's id, two long ids never share a thread, and the key names the same thread."""
+    from adapters.thread_keys import storage_id
+
+    memory = SummaryMemory(store=pg_url, backend=backend)
+    agent = create_agent(Model(messages=(AIMessage("ok") for _ in range(99))), [],
+                         middleware=[memory.middleware], checkpointer=memory.checkpointer) \
+        if backend == "middleware" else None
+    long_ids = (_cjk(1000, 2), _cjk(683, 3), _cjk(1000, 4))
+    for n, tid in enumerate(long_ids):
+        memory.save(tid, f"q{n}", f"a{n}")
+        if agent is not None:
+            config = {"configurable": {"thread_id": tid}}
+            agent.invoke({"messages": [HumanMessage(f"hi {n}")]}, config)
+            state = agent.get_state(config)
+            assert state.config["configurable"]["thread_id"] == tid
+            assert f"hi {n}" in [m.text for m in state.values["messages"]]
+    for n, tid in enumerate(long_ids):
+        texts = [m.text for m in memory.transcript(tid)]
+        assert texts[:2] == [f"q{n}", f"a{n}"] and not any(f"q{k}" in texts
+                                                           for k in range(3) if k != n)
+        assert memory.transcript(storage_id(tid)) == memory.transcript(tid)
+    memory.close()
+    again = SummaryMemory(store=pg_url, backend=backend)  # another process: the same thread
+    assert [m.text for m in again.transcript(long_ids[0])][:2] == ["q0", "a0"]
+    again.close()
 
 
 def test_read_only_sessions_keep_the_urls_options_and_stay_read_only(pg_url: str) -> None:

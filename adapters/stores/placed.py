@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from adapters.errors import ConfigError, DeltaStateError
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Store, Tx, in_transaction, store_io
+from adapters.thread_keys import storage_id
 
 __all__ = ["PlacedSaver", "OPERATIONS"]
 
@@ -41,6 +42,32 @@ def _thread(config: Any) -> str | None:
         return None
     tid = (config.get("configurable") or {}).get("thread_id")
     return tid if isinstance(tid, str) and tid else None
+
+
+def _keyed(config: Any) -> Any:
+    """``config`` with its thread id as the stores keep it (``storage_id``): the same
+    ``config`` unless the id is over the byte budget."""
+    tid = _thread(config)
+    if tid is None or (key := storage_id(tid)) == tid:
+        return config
+    return {**config, "configurable": {**config["configurable"], "thread_id": key}}
+
+
+def _unkeyed(item: Any, asked: Any) -> Any:
+    """A saver's answer (a config or a checkpoint tuple) named by the id the caller asked
+    with, not by its key (the graph carries on with the caller's id)."""
+    tid = _thread(asked)
+    if item is None or tid is None or (key := storage_id(tid)) == tid:
+        return item
+
+    def back(config: Any) -> Any:
+        if _thread(config) != key:
+            return config
+        return {**config, "configurable": {**config["configurable"], "thread_id": tid}}
+
+    if isinstance(item, dict):
+        return back(item)
+    return item._replace(config=back(item.config), parent_config=back(item.parent_config))
 
 
 def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
@@ -77,36 +104,38 @@ class PlacedSaver(BaseCheckpointSaver):
                 self.touch(tid)
             await self.engine.aclaim(tid, "middleware")
 
+    # Thread ids over the byte budget travel to the saver as their key (``_keyed``) and come
+    # back as the caller's id (``_unkeyed``).
     def get_tuple(self, config: Any) -> Any:
-        self._claim(config)
-        return self.inner.get_tuple(config)
+        self._claim(keyed := _keyed(config))
+        return _unkeyed(self.inner.get_tuple(keyed), config)
 
     async def aget_tuple(self, config: Any) -> Any:
-        await self._aclaim(config)
-        return await self.inner.aget_tuple(config)
+        await self._aclaim(keyed := _keyed(config))
+        return _unkeyed(await self.inner.aget_tuple(keyed), config)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
-        self._claim(config)
-        return self.inner.list(config, **kwargs)
+        self._claim(keyed := _keyed(config))
+        return (_unkeyed(item, config) for item in self.inner.list(keyed, **kwargs))
 
     async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        await self._aclaim(config)
-        async for item in self.inner.alist(config, **kwargs):
-            yield item
+        await self._aclaim(keyed := _keyed(config))
+        async for item in self.inner.alist(keyed, **kwargs):
+            yield _unkeyed(item, config)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self._claim(config)
-        stored = self.inner.put(config, checkpoint, metadata, new_versions)
-        if (tid := self._turn_start(config, metadata)) is not None:
+        self._claim(keyed := _keyed(config))
+        stored = self.inner.put(keyed, checkpoint, metadata, new_versions)
+        if (tid := self._turn_start(keyed, metadata)) is not None:
             run_sync(self._retain(tid))
-        return stored
+        return _unkeyed(stored, config)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        await self._aclaim(config)
-        stored = await self.inner.aput(config, checkpoint, metadata, new_versions)
-        if (tid := self._turn_start(config, metadata)) is not None:
+        await self._aclaim(keyed := _keyed(config))
+        stored = await self.inner.aput(keyed, checkpoint, metadata, new_versions)
+        if (tid := self._turn_start(keyed, metadata)) is not None:
             await run_async(self._retain(tid))
-        return stored
+        return _unkeyed(stored, config)
 
     @staticmethod
     def _turn_start(config: Any, metadata: Any) -> str | None:
@@ -126,10 +155,10 @@ class PlacedSaver(BaseCheckpointSaver):
     # -- deleting a thread is clearing its memory ---------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
         """The memory's ``clear``: checkpoints gone, the record says the thread was cleared."""
-        self.engine.clear(thread_id)
+        self.engine.clear(storage_id(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.engine.aclear(thread_id)
+        await self.engine.aclear(storage_id(thread_id))
 
     # -- thread operations in memshift transactions (``Checkpoints.operations``) ---------------
     def _each(self, thread_ids: Sequence[str], fn: Callable[..., Any], *args: Any) -> Steps[None]:
@@ -175,7 +204,7 @@ class PlacedSaver(BaseCheckpointSaver):
             raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
         if strategy not in PRUNE_STRATEGIES:
             raise ValueError(f"Unknown prune strategy: {strategy!r}")
-        threads = [str(t) for t in thread_ids]
+        threads = [storage_id(str(t)) for t in thread_ids]
         if strategy == "delete":
             for thread_id in threads:
                 yield from self.engine.clear_steps(thread_id)
@@ -196,10 +225,11 @@ class PlacedSaver(BaseCheckpointSaver):
 class _Copy:
     def copy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
         """Every checkpoint and write of one thread (and its transcript) under a new one."""
-        run_sync(self._copy_steps(source_thread_id, target_thread_id))
+        run_sync(self._copy_steps(storage_id(source_thread_id), storage_id(target_thread_id)))
 
     async def acopy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
-        await run_async(self._copy_steps(source_thread_id, target_thread_id))
+        await run_async(self._copy_steps(storage_id(source_thread_id),
+                                         storage_id(target_thread_id)))
 
 
 class _Runs:
@@ -225,16 +255,21 @@ class _Prune:
 _MIXINS = {"copy_thread": _Copy, "delete_for_runs": _Runs, "prune": _Prune}
 
 
+def _keyed_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A passed-through call's config (``put_writes``' first argument) keyed like the rest."""
+    return (_keyed(args[0]), *args[1:]) if args and isinstance(args[0], dict) else args
+
+
 def _passing(name: str) -> Any:
     def method(self: PlacedSaver, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.inner, name)(*args, **kwargs)
+        return getattr(self.inner, name)(*_keyed_args(args), **kwargs)
     method.__name__ = name
     return method
 
 
 def _apassing(name: str) -> Any:
     async def method(self: PlacedSaver, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.inner, name)(*args, **kwargs)
+        return await getattr(self.inner, name)(*_keyed_args(args), **kwargs)
     method.__name__ = name
     return method
 
