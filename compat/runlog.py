@@ -23,6 +23,7 @@ from sqlalchemy.pool import NullPool
 
 from adapters.errors import StoreError
 from adapters.stores.url import lock_key, sqlalchemy_url
+from adapters.stores.versions import memshift_version
 
 __all__ = ["RUNS_TABLE", "RunLog", "RunRow", "memshift_version", "read_runs"]
 
@@ -44,17 +45,6 @@ runs = Table(
     Index("ix_memshift_runs_started", "started_at"),
 )
 _CREATE_LOCK = lock_key("memshift_runs setup")
-
-
-def memshift_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memshift")
-    except PackageNotFoundError:
-        from compat import __version__
-
-        return __version__
 
 
 def _now() -> str:

@@ -179,9 +179,17 @@ def read_status(conn: Connection) -> SchemaStatus:
     return SchemaStatus(_infer(cat), False, None, dialect, cat)
 
 
-def _record(version: int, step: str, dialect: str) -> tuple[str, dict[str, Any]]:
-    from compat.runlog import memshift_version
+def memshift_version() -> str:
+    """The installed memshift's version (what schema records and run logs name)."""
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        return version("memshift")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def _record(version: int, step: str, dialect: str) -> tuple[str, dict[str, Any]]:
     return ("INSERT INTO memshift_schema (version, step, applied_at, memshift_version) "
             "VALUES (:version, :step, :at, :by)",
             {"version": version, "step": step, "by": memshift_version(),

@@ -22,7 +22,7 @@ def schema() -> None:
 
 
 def _report(opts: dict[str, Any], out: Output, must_exist: bool) -> Any:
-    from compat.schema import schema_report
+    from adapters.stores.schema_status import schema_report
 
     url = check_url(resolve_store(opts, "", "MEMSHIFT_STORE", out) or "", "--store",
                     must_exist=must_exist)
@@ -86,7 +86,7 @@ def upgrade(as_sql: bool, check: bool, as_json: bool, output: str | None, quiet:
         out.emit({"command": "schema upgrade", "sql": report.sql() if as_sql else None,
                   **report.as_dict()})
         return 1 if check and report.pending else 0
-    from compat.schema import upgrade_schema
+    from adapters.stores.schema_status import upgrade_schema
 
     applied = upgrade_schema(url)
     for step in applied:

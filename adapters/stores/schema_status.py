@@ -1,4 +1,4 @@
-"""``memshift schema``'s library side: where a store's schema stands, the DDL an upgrade would
+"""``memshift schema``'s library side (``compat.cli.schema`` prints it): where a store's schema stands, the DDL an upgrade would
 run, and the upgrade itself (``adapters.stores.versions`` for memshift's tables,
 ``adapters.stores.saver_schema`` for LangGraph's).
 
