@@ -1,4 +1,5 @@
-"""The ``memshift`` command through its real entry point (``python -m compat``): version,
+"""The ``memshift`` command (``tests._cli``: in this process, and through its real entry point
+``python -m compat`` where that matters): version,
 help, JSON output, exit codes, URL mistakes, dry runs that write nothing, re-run counters,
 recorded policies, the run log, and secrets that never reach the terminal."""
 
@@ -8,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from adapters import MemoryPolicy
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
 from compat import admin
+from tests._cli import run_memshift
 from tests.conftest import ROOT
 
 APP = MemoryPolicy(max_tokens=200, keep_tokens=100)  # what "the app" used: not the 2000 default
@@ -24,13 +25,8 @@ SECRET = "memshift-test-secret"
 
 
 def memshift(*args: str, env: dict | None = None, cwd: Path | None = None,
-             check: int | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "compat", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd or ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
-    if check is not None:
-        assert done.returncode == check, (done.returncode, done.stdout[-2000:], done.stderr)
-    return done
+             check: int | None = None, process: bool = False) -> subprocess.CompletedProcess:
+    return run_memshift(*args, env=env, cwd=cwd, check=check, process=process)
 
 
 def seed(url: str, threads: int = 3, turns: int = 8, policy: MemoryPolicy = APP,
@@ -54,7 +50,7 @@ def listing(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_version_and_help() -> None:
-    version = memshift("--version", check=0)
+    version = memshift("--version", check=0, process=True)  # the real entry point
     assert version.stdout.startswith("memshift 0.1.0 (langchain ")
     top = memshift("--help", check=0).stdout
     assert "Exit codes:" in top and "130" in top and "MEMSHIFT_FROM_STORE" in top

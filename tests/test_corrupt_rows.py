@@ -4,16 +4,15 @@ migrate, rollout move and resummarize count the thread as failed and carry on (e
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests._cli import run_memshift
+
 from compat import CorruptDataError, MemoryPolicy, StoreError, SummaryMemory, admin
-from tests.conftest import ROOT
 
 POLICY = MemoryPolicy(max_tokens=60, keep_tokens=30)
 
@@ -71,9 +70,7 @@ def test_a_corrupt_row_names_its_thread_and_table(tmp_path: Path, table: str) ->
 
 
 def _memshift(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compat", *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_memshift(*args)
 
 
 @pytest.mark.parametrize("table", ["memshift_window", "memshift_transcript"])

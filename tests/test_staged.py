@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import run_memshift
+
 from adapters import DeterministicSummarizer, MemoryPolicy, compare_views, open_store
 from adapters.staged import share_of
 from compat import SummaryMemory
@@ -171,23 +173,18 @@ def test_rollout_cli_status_and_move(tmp_path: Path) -> None:
     with staged(url, 0.0) as memory:
         for i in range(40):
             memory.save(f"t{i}", "q", "a")
-    cli = [sys.executable, "-m", "compat", "rollout"]
-    moved = subprocess.run([*cli, "move", "--to", "middleware", "--share", "0.5", "--store", url,
-                            "--json"], env=_env(), capture_output=True, text=True, timeout=120)
-    assert moved.returncode == 0, moved.stderr
+    moved = run_memshift("rollout", "move", "--to", "middleware", "--share", "0.5", "--store",
+                         url, "--json", check=0)
     result = json.loads(moved.stdout)
     expected = sum(share_of(f"t{i}") < 0.5 for i in range(40))
     assert result["moved"] == expected and result["failed"] == 0
-    status = subprocess.run([*cli, "status", "--store", url, "--json"], env=_env(),
-                            capture_output=True, text=True, timeout=120)
-    assert status.returncode == 0, status.stderr
+    status = run_memshift("rollout", "status", "--store", url, "--json", check=0)
     counts = json.loads(status.stdout)
     assert counts["threads"] == {"middleware": expected, "classic": 40 - expected}
     assert counts["moved_at_least_once"] == expected
-    sharded = [json.loads(subprocess.run(
-        [*cli, "move", "--to", "classic", "--share", "0", "--store", url, "--shard", f"{k}/2",
-         "--json"], env=_env(), capture_output=True, text=True, timeout=120).stdout)["moved"]
-        for k in (1, 2)]
+    sharded = [json.loads(run_memshift(
+        "rollout", "move", "--to", "classic", "--share", "0", "--store", url, "--shard", f"{k}/2",
+        "--json", check=0).stdout)["moved"] for k in (1, 2)]
     assert sum(sharded) == expected  # the two shards together moved the cohort back
 
 
