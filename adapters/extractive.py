@@ -11,12 +11,15 @@ summarizer serves ``summary_format="text"`` and ``"structured"``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from adapters.structured import FIELDS, Item, StructuredSummary, parse_rendered, render
+from adapters.structured import (
+    FIELDS, Item, StructuredSummary, item_line, parse_rendered, render, section_header,
+)
 from adapters.tokens import count_tokens_cjk, message_text
 
 __all__ = ["ExtractiveSummarizer"]
@@ -181,6 +184,7 @@ def _named(sentence: str) -> bool:
     return any(w[:1].isupper() for w in sentence.split()[1:])
 
 
+@functools.lru_cache(maxsize=65_536)  # the same items are compared at every fold
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -273,7 +277,8 @@ class ExtractiveSummarizer:
     @staticmethod
     def _add(doc: StructuredSummary, field: str, sentence: str, key: str = "") -> None:
         items = getattr(doc, field)
-        if any(_norm(i.value) == _norm(sentence) for name in FIELDS for i in getattr(doc, name)):
+        said = _norm(sentence)
+        if any(_norm(i.value) == said for name in FIELDS for i in getattr(doc, name)):
             return  # repetition
         items.append(Item(key=key, value=sentence))
 
@@ -311,6 +316,8 @@ class ExtractiveSummarizer:
     def _bound(self, doc: StructuredSummary) -> str:
         """Over ``max_chars``: drop the oldest fact without a number or name first, then the
         oldest item of the least valuable section."""
+        if self.max_tokens is None:
+            _trim_to_chars(doc, self.max_chars)  # the same drops, without a render per drop
         text = render(doc)
         while self._too_big(text):
             weak = next((i for i in doc.facts if not re.search(r"\d", i.value)
@@ -325,3 +332,47 @@ class ExtractiveSummarizer:
                 getattr(doc, name).pop(0)
             text = render(doc)
         return text
+
+
+def _weak(value: str) -> bool:
+    return not re.search(r"\d", value) and not _named(value)
+
+
+def _trim_to_chars(doc: StructuredSummary, limit: int) -> None:
+    """What ``_bound``'s loop drops to fit ``limit`` characters, found from the line lengths
+    (the rendered text is its lines joined by newlines): linear in the number of items."""
+    sizes = {name: [len(item_line(i.key, i.value)) for i in getattr(doc, name)]
+             for name in FIELDS}
+    lines = {name: len(s) + 1 if s else 0 for name, s in sizes.items()}
+    chars = {name: sum(s) + len(section_header(name)) if s else 0 for name, s in sizes.items()}
+
+    def total() -> int:
+        n = sum(lines.values())
+        return sum(chars.values()) + n - 1 if n else 0
+
+    gone: dict[str, set[int]] = {name: set() for name in FIELDS}
+
+    def drop(name: str, k: int) -> None:
+        gone[name].add(k)
+        chars[name] -= sizes[name][k]
+        lines[name] -= 1
+        if lines[name] == 1:  # only the header is left: it goes too
+            chars[name], lines[name] = 0, 0
+
+    if total() <= limit:
+        return
+    for k, item in enumerate(doc.facts):  # weak facts first, oldest first
+        if total() <= limit:
+            break
+        if _weak(item.value):
+            drop("facts", k)
+    for name in ("facts", "risks", "decisions", "preferences", "todos"):  # then by section
+        for k in range(len(sizes[name])):
+            if total() <= limit:
+                break
+            if k not in gone[name]:
+                drop(name, k)
+    for name, ks in gone.items():
+        if ks:
+            setattr(doc, name, [i for k, i in enumerate(getattr(doc, name)) if k not in ks])
+

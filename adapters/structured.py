@@ -9,6 +9,7 @@ back losslessly (one item per line).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -75,17 +76,26 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+@functools.lru_cache(maxsize=65_536)  # a summary's items come back with every fold
+def item_line(key: str, value: str) -> str:
+    """One item as :func:`render` writes it."""
+    key = _one_line(key).replace(":", " ")
+    value = _one_line(value)
+    return f"- {key}: {value}" if key else f"- {value}"
+
+
+def section_header(name: str) -> str:
+    return f"{_TITLES[name]}:"
+
+
 def render(doc: StructuredSummary) -> str:
     """``Facts:\\n- key: value`` sections, empty ones omitted."""
     lines: list[str] = []
     for name in FIELDS:
         items = getattr(doc, name)
         if items:
-            lines.append(f"{_TITLES[name]}:")
-            for item in items:
-                key = _one_line(item.key).replace(":", " ")
-                value = _one_line(item.value)
-                lines.append(f"- {key}: {value}" if key else f"- {value}")
+            lines.append(section_header(name))
+            lines += [item_line(item.key, item.value) for item in items]
     return "\n".join(lines)
 
 
