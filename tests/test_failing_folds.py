@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests._cli import run_memshift
+
 from compat import MemoryPolicy, SummaryMemory, admin
-from tests.conftest import ROOT
 
 
 class Flaky:
@@ -74,9 +72,7 @@ def test_doctor_shows_threads_held_by_the_fallback(tmp_path: Path) -> None:
         for i in range(12):
             m.save("held", f"question {i} " + "w " * 20, f"answer {i} " + "w " * 20)
         m.save("fine", "hello", "there")
-    done = subprocess.run([sys.executable, "-m", "compat", "doctor", "--store", url, "--json"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = run_memshift("doctor", "--store", url, "--json")
     assert done.returncode == 1, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     assert doc["fallback"] == ["held"]
