@@ -19,6 +19,7 @@ pairs are the blocking and the async drivers of the same steps.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -32,12 +33,14 @@ from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.fold import FoldJob, Folder, planner
 from adapters.fold import FoldRecord
-from adapters.io import IO, Steps
+from adapters.fold_slots import FoldSlots, background_failed, wait_for, await_for
+from adapters.io import IO, Steps, run_async, run_sync
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
 from adapters.summarizer import Summarizer
 from adapters.view import MemoryView, OwnedTurn, ThreadRecord, set_id, with_id
+from adapters.workers import WorkersBusy, run_in_background
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine", "as_list"]
 
@@ -65,6 +68,7 @@ class MemoryEngine(Engine):
             extra["summary_message_cls"] = summary_message_cls
         else:
             extra["hooks"] = FoldHooks(self.folder, store)
+        self.slots = FoldSlots()
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
         self.name = self.backend.name
@@ -104,6 +108,8 @@ class MemoryEngine(Engine):
         return self if self.name == "middleware" else None
 
     def close(self, drain: bool = True) -> None:
+        if drain:
+            self.slots.wait(self.policy.summary_timeout * (self.policy.summary_retries + 1))
         self.backend.close()
 
     def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
@@ -201,17 +207,83 @@ class MemoryEngine(Engine):
         stored = yield from in_transaction(self.store, thread_id, body)
         if stored is None:
             return turn
-        if fold and planned:  # nothing planned: _fold would return at once
-            yield from self._fold(thread_id, planned[-1])
+        if fold and planned:  # nothing planned: no fold is due
+            yield from self._after_turn(thread_id, planned[-1])
         return stored
 
     def prune_steps(self, thread_id: str) -> Steps[None]:
+        yield from self._fold(thread_id, (yield from self._replan(thread_id)))
+
+    def _replan(self, thread_id: str) -> Steps[FoldJob | None]:
+        """The fold the real class asks for on the stored state now (``None``: not due)."""
         planned, plan = planner()
 
         def body(tx: Tx) -> Steps[bool]:
             return (yield from self._step(tx, [], plan))
         yield from in_transaction(self.store, thread_id, body, write=False)
-        yield from self._fold(thread_id, planned[-1] if planned else None)
+        return planned[-1] if planned else None
+
+    # -- one fold in flight per thread; inline or in the background (adapters.fold_slots) --
+    def _after_turn(self, thread_id: str, job: FoldJob) -> Steps[None]:
+        """The fold a committed turn asked for: run it here (inline), hand it to the
+        background, or, when a fold of the thread is already in flight in this process,
+        leave it to that one (it plans again once committed) — waiting for it first when a
+        background window has run more than the lag bound past the policy."""
+        in_flight = self.slots.take(thread_id)
+        if in_flight is not None:
+            if self.policy.fold == "background" and self._over_lag(job):
+                yield IO(wait_for, await_for, in_flight)
+                if (again := (yield from self._replan(thread_id))) is not None:
+                    yield from self._after_turn(thread_id, again)
+            return
+        if self.policy.fold == "background":
+            yield IO(self._spawn, self._aspawn, thread_id, job)
+            return
+        yield from self._owned_fold(thread_id, job)
+
+    def _owned_fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
+        """Fold while holding the thread's slot, again while saves asked meanwhile; the slot
+        is released however this ends."""
+        try:
+            while job is not None:
+                yield from self._fold(thread_id, job)
+                if not self.slots.again(thread_id):
+                    return
+                job = yield from self._replan(thread_id)
+        finally:
+            self.slots.release(thread_id)  # a no-op once again() released it
+
+    def _over_lag(self, job: FoldJob) -> bool:
+        p = self.policy
+        if p.max_tokens is not None:
+            lag = p.max_lag_tokens if p.max_lag_tokens is not None else p.max_tokens
+            return p.count(list(job.window)) > p.max_tokens + lag
+        return p.max_messages is not None and len(job.window) > 2 * p.max_messages
+
+    def _spawn(self, thread_id: str, job: FoldJob) -> None:
+        def work() -> None:
+            try:
+                run_sync(self._owned_fold(thread_id, job))
+            except BaseException as exc:  # a worker must not raise; the turn is committed
+                background_failed(exc)
+        try:
+            run_in_background(work)
+        except WorkersBusy:
+            self.slots.release(thread_id)
+            logger.warning("background fold deferred: every background worker is busy (the "
+                           "next save of the thread plans it again)")
+
+    async def _aspawn(self, thread_id: str, job: FoldJob) -> None:
+        task = asyncio.get_running_loop().create_task(
+            run_async(self._owned_fold(thread_id, job)))
+        self.slots.keep(task, background_failed)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for this process's folds in flight (``fold="background"``)."""
+        self.slots.wait(timeout)
+
+    async def adrain(self) -> None:
+        await self.slots.await_all()
 
     def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
         """Summarize with no lock held, then commit the fold with a compare-and-set: it

@@ -84,6 +84,9 @@ class MemoryPolicy:
     max_message_tokens: int | None = 100_000  # a longer message is refused before anything is written
     retry_backoff: float = 1.0  # seconds before a failed fold is tried again; doubles, capped
     max_failed_folds: int | None = 3  # then the offline fallback folds (None: never)
+    # "background": save returns once the turn is committed; the fold lands a little later
+    fold: Literal["inline", "background"] = "inline"
+    max_lag_tokens: int | None = None  # background: a window this far past the trigger waits
     is_overflow: Callable[[BaseException], bool] | None = field(default=None, compare=False)
     redact: Any = None  # True (built-in redactor), a str -> str callable, or a list of them
     redact_transcript: bool = False
@@ -103,7 +106,7 @@ class MemoryPolicy:
     def __post_init__(self) -> None:
         for name in ("max_tokens", "keep_tokens", "max_messages", "keep_messages",
                      "max_summary_tokens", "max_summary_input_tokens", "max_message_tokens",
-                     "model_window", "max_failed_folds"):
+                     "model_window", "max_failed_folds", "max_lag_tokens"):
             _positive_int(name, getattr(self, name))
         if self.trigger is not None or self.keep is not None:
             self._stock_forms()
@@ -120,6 +123,8 @@ class MemoryPolicy:
                 raise ConfigError(f"{keep}={k} is larger than {trig}={t}; keep must be <= trigger")
             if k is None and t is not None:
                 object.__setattr__(self, keep, t)
+        if self.fold not in ("inline", "background"):
+            raise ConfigError(f"fold must be 'inline' or 'background', got {self.fold!r}")
         if self.cut not in ("turn", "message"):
             raise ConfigError(f"cut must be 'turn' or 'message', got {self.cut!r}")
         if self.summary_format not in ("text", "structured"):

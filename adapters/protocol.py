@@ -106,7 +106,11 @@ class Engine(ABC):
         return []
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait for queued background work (a shadow candidate's writes); none by default."""
+        """Wait for queued background work (a shadow candidate's writes, background folds);
+        none by default."""
+
+    async def adrain(self) -> None:
+        """``drain`` for an event loop: background folds that are tasks of this loop."""
 
     @abstractmethod
     def close(self, drain: bool = True) -> None:

@@ -336,12 +336,20 @@ class ShadowEngine(Engine):
         return True
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait until the candidate has done everything queued so far."""
-        if not self._worker.is_alive():
-            return
-        future: Future = Future()
-        self._queue.put((future, lambda: None, ""))
-        future.result(timeout=timeout)
+        """Wait until the candidate has done everything queued so far (and both sides'
+        background folds)."""
+        self.primary.drain(timeout)
+        if self._worker.is_alive():
+            future: Future = Future()
+            self._queue.put((future, lambda: None, ""))
+            future.result(timeout=timeout)
+        self.candidate_backend.drain(timeout)
+
+    async def adrain(self) -> None:
+        """Both sides' background folds that are tasks of this loop (the candidate's queue
+        drains with ``drain``)."""
+        await self.primary.adrain()
+        await self.candidate_backend.adrain()
 
     def close(self, drain: bool = True, timeout: float | None = None) -> None:
         """``drain=True`` waits (up to ``timeout`` seconds, default the shadow timeout: a hung

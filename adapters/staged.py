@@ -150,6 +150,10 @@ class StagedEngine(Engine):
         for side in self.engines.values():
             side.drain(timeout)
 
+    async def adrain(self) -> None:
+        for side in self.engines.values():
+            await side.adrain()
+
     def close(self, drain: bool = True) -> None:
         for side in self.engines.values():
             side.close(drain)

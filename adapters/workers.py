@@ -19,7 +19,8 @@ from typing import Any
 
 from adapters.errors import ConfigError, SummarizerError
 
-__all__ = ["WorkersBusy", "call_with_timeout", "run_on_worker", "set_summarizer_workers"]
+__all__ = ["WorkersBusy", "call_with_timeout", "run_in_background", "run_on_worker",
+           "set_summarizer_workers"]
 
 IDLE = 4  # workers kept waiting between calls
 DEFAULT_WORKERS = 16
@@ -94,6 +95,16 @@ class _Workers:
 
 _WORKERS = _Workers()
 os.register_at_fork(after_in_child=_WORKERS._reset)
+# background folds (``MemoryPolicy(fold="background")``) of blocking saves: their own bound,
+# so folds waiting on a slow provider never take the workers their summarizer calls need
+_BACKGROUND = _Workers(limit=DEFAULT_WORKERS)
+os.register_at_fork(after_in_child=_BACKGROUND._reset)
+
+
+def run_in_background(job: Callable[[], None]) -> None:
+    """``job`` (which must not raise) on a background fold worker; ``WorkersBusy`` when all
+    of them are running one."""
+    _BACKGROUND.submit(job)
 
 
 def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float,

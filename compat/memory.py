@@ -235,6 +235,15 @@ class SummaryMemory(StockSurface, BaseMemory):
         return MemshiftChatHistory(self, check_thread_id(session_id))
 
     # -- lifetime ---------------------------------------------------------------------------
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for folds in flight (``MemoryPolicy(fold="background")``, a shadow
+        candidate's queued writes): afterwards every save made so far has its fold."""
+        self._rt.backend.drain(timeout)
+
+    async def adrain(self) -> None:
+        """``drain`` from an event loop: awaits this loop's background folds."""
+        await self._rt.backend.adrain()
+
     def close(self, drain: bool = True) -> None:
         """Release the stores' connections (pools, files). A shadow memory first waits for
         its queued candidate writes (``drain=False``: drops them, each counted as a
@@ -252,7 +261,10 @@ class SummaryMemory(StockSurface, BaseMemory):
             await store.aclose()
 
     async def aclose(self, drain: bool = True) -> None:
-        """Release this event loop's async connections, then everything else."""
+        """Wait for this loop's background folds (``drain``), release this event loop's async
+        connections, then everything else."""
+        if drain:
+            await self.adrain()
         await self.arelease()
         self.close(drain)
 
