@@ -22,7 +22,6 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_serializer
 from adapters import BACKENDS, MemoryPolicy, MemoryView
 from adapters._upstream import check_upstream
 from adapters.errors import ConfigError, ThreadIdRequired, UnknownArgumentError
-from adapters.protocol import Engine
 from adapters.stores.base import require
 from adapters.stores.own_saver import OwnSaver
 from adapters.summarizer import build_summarizer
@@ -126,24 +125,12 @@ class SummaryMemory(StockSurface, BaseMemory):
         return dump_setting(value)
 
     # -- what it is -------------------------------------------------------------------------
-    @property
-    def backend_name(self) -> str:
-        """Which engine is active: ``classic`` | ``middleware`` | ``staged`` | ``shadow``."""
-        return self._rt.backend.name
-
-    @property
-    def backend_impl(self) -> Engine:
-        """The engine behind this memory (``adapters.protocol.Engine``)."""
-        return self._rt.backend
-
-    @property
-    def active_policy(self) -> MemoryPolicy:
-        return self._rt.policy
-
-    @property
-    def store_url(self) -> str:
-        """The store URL with any password masked."""
-        return self._rt.store.url
+    backend_name = property(lambda self: self._rt.backend.name, doc="Which engine is active: "
+                            "``classic`` | ``middleware`` | ``staged`` | ``shadow``.")
+    backend_impl = property(lambda self: self._rt.backend,
+                            doc="The engine behind this memory (``adapters.protocol.Engine``).")
+    active_policy = property(lambda self: self._rt.policy, doc="The effective MemoryPolicy.")
+    store_url = property(lambda self: self._rt.store.url, doc="The store URL, password masked.")
 
     @property
     def mismatches(self) -> list:
@@ -236,18 +223,15 @@ class SummaryMemory(StockSurface, BaseMemory):
 
     # -- lifetime ---------------------------------------------------------------------------
     def drain(self, timeout: float | None = None) -> None:
-        """Wait for folds in flight (``MemoryPolicy(fold="background")``, a shadow
-        candidate's queued writes): afterwards every save made so far has its fold."""
+        """Wait for background folds and a shadow's queued writes (every save has its fold)."""
         self._rt.backend.drain(timeout)
 
-    async def adrain(self) -> None:
-        """``drain`` from an event loop: awaits this loop's background folds."""
+    async def adrain(self) -> None:  # ``drain`` from an event loop: this loop's fold tasks
         await self._rt.backend.adrain()
 
     def close(self, drain: bool = True) -> None:
-        """Release the stores' connections (pools, files). A shadow memory first waits for
-        its queued candidate writes (``drain=False``: drops them, each counted as a
-        ``candidate_dropped`` mismatch)."""
+        """Release the stores after draining; ``drain=False`` drops queued background work (a
+        shadow's writes are counted per thread as ``candidate_dropped``)."""
         rt = self._rt
         rt.backend.close(drain)
         for store in rt.backend.stores():
@@ -255,14 +239,12 @@ class SummaryMemory(StockSurface, BaseMemory):
                 store.close()
 
     async def arelease(self) -> None:
-        """Release the async connections of the running event loop (call it before a loop
-        ends when the memory outlives the loop, e.g. one ``asyncio.run`` per request)."""
+        """This loop's async connections (before a loop ends that the memory outlives)."""
         for store in self._rt.backend.stores():
             await store.aclose()
 
     async def aclose(self, drain: bool = True) -> None:
-        """Wait for this loop's background folds (``drain``), release this event loop's async
-        connections, then everything else."""
+        """This loop's background folds (``drain``), its async connections, then the rest."""
         if drain:
             await self.adrain()
         await self.arelease()
