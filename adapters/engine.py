@@ -282,6 +282,10 @@ class MemoryEngine(Engine):
         """Wait for this process's folds in flight (``fold="background"``)."""
         self.slots.wait(timeout)
 
+    def settle(self, thread_id: str, timeout: float | None = None) -> bool:
+        """Wait for the thread's fold in flight; whether there was one."""
+        return self.slots.settle(thread_id, timeout)
+
     async def adrain(self) -> None:
         await self.slots.await_all()
 

@@ -71,6 +71,17 @@ class FoldSlots:
         if slot is not None:
             slot.done.set_result(None)
 
+    def settle(self, thread_id: str, timeout: float | None = None) -> bool:
+        """Wait for the thread's fold in flight, if any (and those it chains); did it wait?"""
+        waited = False
+        while True:
+            with self._lock:
+                slot = self._slots.get(thread_id)
+            if slot is None:
+                return waited
+            slot.done.result(timeout)
+            waited = True
+
     def pending(self) -> list[Future[None]]:
         with self._lock:
             return [slot.done for slot in self._slots.values()]

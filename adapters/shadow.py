@@ -274,6 +274,10 @@ class ShadowEngine(Engine):
         What goes wrong is recorded, never raised into a request."""
         began = time.perf_counter()
         try:
+            if self.policy.fold == "background":  # compare settled states: both folds landed
+                for leaf in (*self.primary.leaves(), *self.candidate_backend.leaves()):
+                    leaf.settle(thread_id, self.timeout)
+                primary = self.primary.load(thread_id)  # the load's snapshot may predate it
             other = self.candidate_backend.load(thread_id)
         except Exception as exc:
             self._outcome(thread_id, False)

@@ -252,3 +252,18 @@ def test_fold_must_be_inline_or_background() -> None:
         MemoryPolicy(max_tokens=100, fold="later")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_lag_tokens must be greater than 0"):
         MemoryPolicy(max_tokens=100, fold="background", max_lag_tokens=0)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_shadow_compares_settled_states_in_background_mode(kind: str, fresh_store: Any) -> None:
+    """A shadow's comparison waits for both sides' folds of the thread: background folds
+    never show up as mismatches."""
+    memory = SummaryMemory(store=fresh_store(kind), backend="shadow",
+                           policy=_policy(fold="background"),
+                           shadow={"candidate": "middleware", "raise_on_mismatch": True})
+    for i in range(20):
+        memory.save("t", *filler_turn("t", i, 10))
+        memory.load("t")
+    memory.drain()
+    assert memory.mismatches == [] and memory.load("t").folds >= 2
+    memory.close()
