@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -101,10 +102,13 @@ class FoldSlots:
         task.add_done_callback(ended)
 
     def wait(self, timeout: float | None = None) -> None:
-        """Until no fold is in flight (folds started meanwhile included)."""
+        """Until no fold is in flight (folds started meanwhile included); ``TimeoutError``
+        after ``timeout`` seconds in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while futures := self.pending():
             for future in futures:
-                future.result(timeout)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                future.result(left)
 
     async def await_all(self) -> None:
         while futures := self.pending():

@@ -267,3 +267,21 @@ def test_shadow_compares_settled_states_in_background_mode(kind: str, fresh_stor
     memory.drain()
     assert memory.mismatches == [] and memory.load("t").folds >= 2
     memory.close()
+
+
+def test_close_never_waits_past_one_summary_timeout_for_a_hung_fold(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    gated = Gated()
+    memory = SummaryMemory(store=f"sqlite:///{tmp_path}/m.db", backend="classic",
+                           summarizer=gated,
+                           policy=_policy(fold="background", summary_timeout=0.3,
+                                          summary_retries=0))
+    turns = _fold_due(memory, "t")
+    with caplog.at_level("WARNING", logger="memshift"):
+        memory.close()  # the fold is still at the gate: close waits one timeout, then says so
+    assert any("still in flight" in r.getMessage() or "summarizer" in r.getMessage()
+               for r in caplog.records)
+    gated.gate.set()
+    with SummaryMemory(store=f"sqlite:///{tmp_path}/m.db", backend="classic",
+                       policy=_policy()) as again:
+        assert len(again.transcript("t")) == 2 * turns
