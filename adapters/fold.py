@@ -71,6 +71,9 @@ class FoldRecord:
     error: str | None = None
     backend: str = ""
     policy: dict[str, Any] | None = None  # MemoryPolicy.recorded(): the rule this fold followed
+    # a migration's record: the source's (count, newest id) and the state written (a re-run
+    # skips the thread while both still match: ``compat.migration``)
+    source: dict[str, Any] | None = None
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def as_dict(self) -> dict[str, Any]:
@@ -98,7 +101,7 @@ class FoldRecord:
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A record without the fields that differ between equivalent backends (timing, backend
     name, and message ids, which each memory assigns to id-less messages itself)."""
-    skip = ("at", "duration_ms", "backend", "folded_first_id", "folded_last_id")
+    skip = ("at", "duration_ms", "backend", "folded_first_id", "folded_last_id", "source")
     return {k: v for k, v in record.items() if k not in skip}
 
 

@@ -24,9 +24,10 @@ turns in the source after its last copy.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +64,8 @@ class MigrationReport:
     rebuilt: list[str] = field(default_factory=list)  # migrated with a summary rebuilt from history
     changed: list[str] = field(default_factory=list)  # the source moved on after the last copy
     caught_up: list[str] = field(default_factory=list)  # re-copied by the delta pass
+    # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
+    fingerprinted: list[str] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -72,7 +75,7 @@ class MigrationReport:
 
     def forget(self, thread_id: str) -> None:
         """Drop the thread's outcome (the delta pass copies it again)."""
-        for name in ("migrated", "verified", "rebuilt"):
+        for name in ("migrated", "verified", "rebuilt", "fingerprinted"):
             items = getattr(self, name)
             if thread_id in items:
                 items.remove(thread_id)
@@ -91,7 +94,8 @@ class MigrationReport:
                 "verified": len(self.verified), "rebuilt": len(self.rebuilt),
                 "target_newer": reasons.get(TARGET_NEWER, 0),
                 "changed_during_migration": len(self.changed),
-                "caught_up": len(self.caught_up)}
+                "caught_up": len(self.caught_up), "unchanged_since_migrated":
+                len(self.fingerprinted)}
 
     def skipped_by_reason(self) -> dict[str, int]:
         return dict(Counter(reason for _, reason in self.skipped))
@@ -169,6 +173,40 @@ class _Again:
         return self.given if self.given is not None else self.src.iter_thread_ids()
 
 
+def _state_hash(summary: str, folds: int, window: Sequence[BaseMessage]) -> str:
+    digest = hashlib.sha256(f"{folds}\x00{summary}".encode())
+    for m in window:
+        digest.update(repr((m.id, *message_signature(m))).encode())
+    return digest.hexdigest()
+
+
+Fingerprint = Callable[[str], "tuple[int, str] | None"]  # a source's (count, newest id)
+
+
+def fingerprint_of(record: ThreadRecord) -> dict[str, Any] | None:
+    """What a migrated record remembers: the source's size and newest id, the state written."""
+    if not record.transcript:
+        return None
+    return {"count": len(record.transcript), "last_id": record.transcript[-1].id,
+            "state": _state_hash(record.summary, record.folds, record.window)}
+
+
+def unchanged(target: SummaryMemory, thread_id: str, source: str, read: Fingerprint) -> bool:
+    """A re-run's cheap check, before any read of the source thread or rebuild: the target's
+    newest fold record is this source's migration, the source still has the same number of
+    messages and newest id, and the target still holds the very state written (so the
+    earlier run's verification holds)."""
+    records = admin.summary_history(target, thread_id)
+    mark = records[-1].get("source") if records else None
+    if not isinstance(mark, dict) or records[-1].get("trigger") != f"migrated from {source}":
+        return False
+    if read(thread_id) != (mark.get("count"), mark.get("last_id")):
+        return False
+    view = target.load(thread_id)
+    return last_transcript_id(target, thread_id) == mark.get("last_id") and \
+        _state_hash(view.summary, view.folds, view.messages) == mark.get("state")
+
+
 def migrate(
     source: Any,
     target: SummaryMemory | None,
@@ -192,6 +230,7 @@ def migrate(
     if target is None and not dry_run:
         raise ValueError("migrate needs a target unless dry_run=True")
     src = as_source(source)
+    fingerprint = getattr(src, "fingerprint", None)  # an optional capability of a source
     name = f"memshift {target.backend_name} ({target.store_url})" if target is not None \
         else "empty target (nothing there yet)"
     report = MigrationReport(source=src.name, target=name, dry_run=dry_run)
@@ -201,7 +240,7 @@ def migrate(
     ids = _Again(threads, src)
     for thread_id in ids.first():
         outcome = _migrate_one(src.read, target, thread_id, report, verify=verify,
-                               dry_run=dry_run, policy_for=policy_for)
+                               dry_run=dry_run, policy_for=policy_for, fingerprint=fingerprint)
         if on_thread is not None:
             on_thread(thread_id, outcome)
     if target is not None and not dry_run:
@@ -239,9 +278,17 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
 
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
                  thread_id: str, report: MigrationReport, *, verify: bool, dry_run: bool,
-                 policy_for: Callable[[str], MemoryPolicy | None]) -> str:
+                 policy_for: Callable[[str], MemoryPolicy | None],
+                 fingerprint: Fingerprint | None = None) -> str:
     try:
         started = time.perf_counter()
+        if target is not None and fingerprint is not None and \
+                unchanged(target, thread_id, report.source, fingerprint):
+            report.skipped.append((thread_id, ALREADY))  # nothing read, nothing rebuilt
+            if verify:
+                report.verified.append(thread_id)
+            report.fingerprinted.append(thread_id)
+            return "skipped"
         found = read(thread_id)
         if found is None:
             report.skipped.append((thread_id, NOT_FOUND))
@@ -269,7 +316,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 return "would migrate"
             assert target is not None
             last = have[-1].id if have and have[-1].id else ""
-            if _write(target, record, policy, report.source, started, last):
+            if _write(target, record, policy, report.source, started, last,
+                      remember=fingerprint is not None):
                 break
         else:  # the target kept receiving turns while it was being written
             report.failed.append((thread_id, "the target kept changing during the migration; "
@@ -291,7 +339,7 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
 
 
 def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | None,
-           source: str, started: float, expect_last_id: str) -> bool:
+           source: str, started: float, expect_last_id: str, remember: bool = False) -> bool:
     """Transcript, state and a ``migrated`` fold record in one transaction (a shadow or
     staged target writes them through its own restore), only if the target's newest
     transcript message is still ``expect_last_id``."""
@@ -299,6 +347,8 @@ def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | N
                                policy or target.active_policy, trigger=f"migrated from {source}",
                                summarizer="migration", backend=target.backend_name,
                                started=started)
+    if remember:
+        fold = replace(fold, source=fingerprint_of(record))
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
     return admin.restore_thread(target, record, fold_record=fold, expect_last_id=expect_last_id)

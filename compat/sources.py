@@ -110,6 +110,11 @@ class ClassicHistorySource:
 
     def last_id(self, thread_id: str) -> str | None:
         """The newest message's (stable) id from two small queries, not the whole history."""
+        found = self.fingerprint(thread_id)
+        return found[1] if found else None
+
+    def fingerprint(self, thread_id: str) -> tuple[int, str] | None:
+        """(messages, the newest message's stable id) from two small queries."""
         import json
 
         from langchain_core.messages import messages_from_dict
@@ -123,8 +128,8 @@ class ClassicHistorySource:
                 return None
             raw = conn.execute(select(rows.c.message).where(mine)
                                .order_by(rows.c.id.desc()).limit(1)).scalar()
-        return stable_id(thread_id, int(count) - 1,
-                         messages_from_dict([json.loads(str(raw))])[0])
+        return int(count), stable_id(thread_id, int(count) - 1,
+                                     messages_from_dict([json.loads(str(raw))])[0])
 
     def read(self, thread_id: str) -> SourceThread | None:
         from langchain_community.chat_message_histories import SQLChatMessageHistory
