@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,24 @@ class TestEquivalenceHysteresisByMessage(BackendEquivalenceContract):
     def policy(self) -> MemoryPolicy:
         return MemoryPolicy(max_tokens=300, keep_tokens=100, max_messages=10, keep_messages=5,
                             cut="message")
+
+
+class TestEquivalenceBackgroundFolds(BackendEquivalenceContract):
+    """Both backends with background folds, drained after each turn (SQLite: the folds run
+    on worker threads against a real store)."""
+
+    hypothesis_examples = 6
+
+    @pytest.fixture
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=200, keep_tokens=120, fold="background")
+
+    @pytest.fixture
+    def make_memory(self, policy: MemoryPolicy, fresh_store) -> Any:
+        def make(backend: str, summarizer: Any) -> SummaryMemory:
+            return SummaryMemory(backend=backend, policy=policy, summarizer=summarizer,
+                                 store=fresh_store("sqlite"))
+        return make
 
 
 class TestEquivalenceNoHysteresisTiktoken(BackendEquivalenceContract):

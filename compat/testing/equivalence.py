@@ -58,6 +58,8 @@ class BackendEquivalenceContract:
             human, ai = agent_turn(thread, i, size) if agent else filler_turn(thread, i, size)
             left.save(thread, human, ai)
             right.save(thread, human, ai)
+            left.drain()  # background folds (MemoryPolicy(fold="background")) land here
+            right.drain()
             diffs = compare_views(left.load(thread), right.load(thread))
             assert not diffs, f"step {n} ({thread} turn {i}): " + "; ".join(diffs)
             assert left_s.calls == right_s.calls, f"step {n}: summarizer inputs differ"
