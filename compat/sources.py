@@ -10,6 +10,8 @@ thread (the summary is the tagged HumanMessage).
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -114,22 +116,26 @@ class ClassicHistorySource:
         return found[1] if found else None
 
     def fingerprint(self, thread_id: str) -> tuple[int, str] | None:
-        """(messages, the newest message's stable id) from two small queries."""
+        """(messages, the newest message's stable id) in one small query, its SQL built once."""
         import json
 
         from langchain_core.messages import messages_from_dict
-        from sqlalchemy import column, func, select, table
+
+        with self.engine.connect() as conn:
+            row = conn.execute(self._fingerprint_sql, {"tid": thread_id}).first()
+        if row is None or not row[0]:
+            return None
+        count = int(row[0])
+        return count, stable_id(thread_id, count - 1, messages_from_dict([json.loads(str(row[1]))])[0])
+
+    @functools.cached_property
+    def _fingerprint_sql(self) -> Any:
+        from sqlalchemy import bindparam, column, func, select, table
 
         rows = table(self.table, column("id"), column("session_id"), column("message"))
-        mine = rows.c.session_id == thread_id
-        with self.engine.connect() as conn:
-            count = conn.execute(select(func.count()).select_from(rows).where(mine)).scalar()
-            if not count:
-                return None
-            raw = conn.execute(select(rows.c.message).where(mine)
-                               .order_by(rows.c.id.desc()).limit(1)).scalar()
-        return int(count), stable_id(thread_id, int(count) - 1,
-                                     messages_from_dict([json.loads(str(raw))])[0])
+        mine = rows.c.session_id == bindparam("tid")
+        newest = select(rows.c.message).where(mine).order_by(rows.c.id.desc()).limit(1)
+        return select(func.count(), newest.scalar_subquery()).select_from(rows).where(mine)
 
     def read(self, thread_id: str) -> SourceThread | None:
         from langchain_community.chat_message_histories import SQLChatMessageHistory

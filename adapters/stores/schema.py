@@ -25,7 +25,7 @@ from adapters.errors import corrupt
 from adapters.stores.base import Placement
 
 __all__ = ["DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "INSERT_FOLD", "INSERT_WINDOW",
-           "READ_CLASSIC", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
+           "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
            "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
@@ -82,6 +82,11 @@ DELETE_WINDOW = delete(window_table).where(window_table.c.session_id == bindpara
 DELETE_FOLDED = DELETE_WINDOW.where(window_table.c.id <= bindparam("upto"))
 DELETE_CLASSIC = delete(classic_table).where(classic_table.c.thread_id == bindparam("tid"))
 INSERT_FOLD = folds_table.insert().values(thread_id=bindparam("tid"), record=bindparam("record"))
+LAST_IDS = (select(transcript_table.c.message_id)
+            .where(transcript_table.c.thread_id == bindparam("tid"))
+            .order_by(transcript_table.c.id.desc()).limit(bindparam("n")))
+READ_FOLDS = (select(folds_table.c.record, folds_table.c.id)
+              .where(folds_table.c.thread_id == bindparam("tid")).order_by(folds_table.c.id))
 READ_PLACEMENT = select(
     placement_table.c.backend, placement_table.c.version, placement_table.c.since,
     placement_table.c.pinned).where(placement_table.c.thread_id == bindparam("tid"))

@@ -27,8 +27,8 @@ from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.schema import (
-    DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW,
-    READ_CLASSIC, READ_PLACEMENT, classic_table, dump_message, folds_table, load_message,
+    DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
+    READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, load_message,
     load_placement, load_record, metadata, placement_table, transcript_table,
 )
 from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn
@@ -260,9 +260,7 @@ class SqlStore(AsyncDriver, Placements, Reads):
         return set(rows)
 
     def last_ids(self, tx: Tx, n: int) -> list[str]:
-        rows = _conn(tx).execute(select(transcript_table.c.message_id)
-                                 .where(transcript_table.c.thread_id == tx.thread_id)
-                                 .order_by(transcript_table.c.id.desc()).limit(n)).scalars()
+        rows = _conn(tx).execute(LAST_IDS, {"tid": tx.thread_id, "n": n}).scalars()
         return list(reversed(list(rows)))
 
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
@@ -309,9 +307,7 @@ class SqlStore(AsyncDriver, Placements, Reads):
 
     def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
         with self.guard("read fold records"), self.engine.connect() as conn:
-            rows = conn.execute(select(folds_table.c.record, folds_table.c.id)
-                                .where(folds_table.c.thread_id == thread_id)
-                                .order_by(folds_table.c.id))
+            rows = conn.execute(READ_FOLDS, {"tid": thread_id})
             return [load_record(r[0], thread_id, r[1]) for r in rows]
 
     def thread_ids(self) -> list[str]:
