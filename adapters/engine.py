@@ -33,8 +33,8 @@ from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.fold import FoldJob, Folder, planner
 from adapters.fold import FoldRecord
-from adapters.fold_slots import FoldSlots, background_failed, wait_for, await_for
-from adapters.io import IO, Steps, run_async, run_sync
+from adapters.fold_slots import FoldSlots, background_failed
+from adapters.io import IO, Steps, run_async, run_sync, wait_future
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
@@ -236,7 +236,7 @@ class MemoryEngine(Engine):
         in_flight = self.slots.take(thread_id)
         if in_flight is not None:
             if self.policy.fold == "background" and self._over_lag(job):
-                yield IO(wait_for, await_for, in_flight)
+                yield wait_future(in_flight)
                 if (again := (yield from self._replan(thread_id))) is not None:
                     yield from self._after_turn(thread_id, again)
             return

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["FoldSlots", "await_for", "background_failed", "wait_for"]
+__all__ = ["FoldSlots", "background_failed"]
 
 logger = logging.getLogger("memshift")
 
@@ -113,14 +113,6 @@ class FoldSlots:
     async def await_all(self) -> None:
         while futures := self.pending():
             await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
-
-
-def wait_for(future: Future[None]) -> None:
-    future.result()
-
-
-async def await_for(future: Future[None]) -> None:
-    await asyncio.wrap_future(future)
 
 
 def background_failed(exc: BaseException) -> None:

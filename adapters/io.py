@@ -16,9 +16,10 @@ logic that asked for it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["IO", "Steps", "run_async", "run_sync"]
+__all__ = ["IO", "Steps", "run_async", "run_sync", "wait_future"]
 
 T = TypeVar("T")
 
@@ -71,3 +72,20 @@ async def run_async(steps: Steps[T]) -> T:
             value, error = await request.async_(), None
         except BaseException as exc:  # handed back to the logic that asked
             value, error = None, exc
+
+
+def wait_future(future: Future[Any], timeout: float | None = None) -> IO:
+    """Waiting for a ``concurrent.futures.Future`` (work on another thread) as a request: it
+    blocks, or it is awaited without blocking the loop; ``TimeoutError`` after ``timeout``."""
+    return IO(_wait_future, _await_future, future, timeout)
+
+
+def _wait_future(future: Future[Any], timeout: float | None) -> Any:
+    return future.result(timeout=timeout)
+
+
+async def _await_future(future: Future[Any], timeout: float | None) -> Any:
+    import asyncio
+
+    return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+

@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from adapters.engine import MemoryEngine
-from adapters.io import IO, Steps
+from adapters.io import Steps, wait_future
 from adapters.protocol import Engine, Guard, Location
 from adapters.stores.base import Placement, Store, Tx
 from adapters.errors import MismatchError
@@ -47,16 +47,6 @@ class Mismatch:
     diff: list[str]
     timings: dict[str, float] = field(default_factory=dict)  # primary_ms, candidate_ms
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-
-
-def _wait(future: Future, timeout: float) -> Any:
-    return future.result(timeout=timeout)
-
-
-async def _await(future: Future, timeout: float) -> Any:
-    import asyncio
-
-    return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
 
 class ShadowEngine(Engine):
@@ -260,7 +250,7 @@ class ShadowEngine(Engine):
         if future is None or not self.raise_on_mismatch:
             return view
         try:
-            diffs = yield IO(_wait, _await, future, self.timeout)
+            diffs = yield wait_future(future, self.timeout)
         except TimeoutError:
             future.cancel()
             raise MismatchError(f"shadow: the candidate gave no view of {thread_id!r} within "
@@ -333,7 +323,7 @@ class ShadowEngine(Engine):
         if future is None:
             return True
         try:
-            yield IO(_wait, _await, future, self.timeout)
+            yield wait_future(future, self.timeout)
         except Exception as exc:  # recorded, never raised
             self._record(record.thread_id, "candidate_error",
                          [f"restore: {type(exc).__name__}: {exc}"])
