@@ -320,18 +320,20 @@ class ExtractiveSummarizer:
             _trim_to_chars(doc, self.max_chars)  # the same drops, without a render per drop
         text = render(doc)
         while self._too_big(text):
-            weak = next((i for i in doc.facts if not re.search(r"\d", i.value)
-                         and not _named(i.value)), None)
+            weak = next((i for i in doc.facts if _weak(i.value)), None)
             if weak is not None:
                 doc.facts.remove(weak)
             else:
-                name = next((n for n in ("facts", "risks", "decisions", "preferences", "todos")
-                             if getattr(doc, n)), None)
+                name = next((n for n in _DROP_ORDER if getattr(doc, n)), None)
                 if name is None:
                     break
                 getattr(doc, name).pop(0)
             text = render(doc)
         return text
+
+
+# what the size bound drops first: a fact without a number or name, then by section
+_DROP_ORDER = ("facts", "risks", "decisions", "preferences", "todos")
 
 
 def _weak(value: str) -> bool:
@@ -366,7 +368,7 @@ def _trim_to_chars(doc: StructuredSummary, limit: int) -> None:
             break
         if _weak(item.value):
             drop("facts", k)
-    for name in ("facts", "risks", "decisions", "preferences", "todos"):  # then by section
+    for name in _DROP_ORDER:  # then by section
         for k in range(len(sizes[name])):
             if total() <= limit:
                 break
