@@ -345,8 +345,8 @@ class SqlStore(AsyncDriver, Placements, Reads):
                 self.schema_applied = tuple(upgrade(self.engine, self.url))
                 setup_saver()
                 return
-            require_current(self.engine, self.url)
-            with self.engine.connect() as conn:
+            with self.engine.connect() as conn:  # one connection reads both schemas
+                require_current(conn, self.url)
                 saver = saver_status(conn)
             if saver.pending:
                 raise StoreError(f"{self.url}: LangGraph's checkpoint tables are {saver.state} "

@@ -271,10 +271,9 @@ def refuse_newer(status: SchemaStatus, shown: str) -> None:
             "memshift to use this store (nothing was read or written)")
 
 
-def require_current(engine: Engine, shown: str) -> SchemaStatus:
+def require_current(conn: Connection, shown: str) -> SchemaStatus:
     """``create_schema=False``: no DDL, and a store that is not at ``CURRENT`` is refused."""
-    with engine.connect() as conn:
-        status = read_status(conn)
+    status = read_status(conn)
     refuse_newer(status, shown)
     if status.version == 0:
         raise StoreError(f"{shown} has no memshift tables and create_schema=False: create "
