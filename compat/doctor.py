@@ -106,7 +106,7 @@ def _behind(url: str, diagnosis: Diagnosis) -> bool:
             status = read_status(conn)
     finally:
         engine.dispose()
-    if not 0 < status.version < CURRENT:
+    if not status.behind:
         return False
     diagnosis.problems.append({
         "what": f"schema: {status.describe()}; this memshift's is {CURRENT} (an upgrade is "

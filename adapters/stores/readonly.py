@@ -189,7 +189,7 @@ def _refuse_newer(engine: Engine, url: str) -> None:
     except (SQLAlchemyError, sqlite3.Error) as exc:
         raise _guarded(url, "cannot read the schema of", exc) from None
     refuse_newer(status, show_url(url))
-    if 0 < status.version < CURRENT:
+    if status.behind:
         raise StoreError(f"{show_url(url)} has {status.describe()}; this memshift reads "
                          f"version {CURRENT}: run `memshift schema upgrade --store URL` first "
                          "(a read-only command never changes the schema)")

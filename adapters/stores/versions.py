@@ -126,6 +126,11 @@ class SchemaStatus:
         return [s for s in STEPS if s.version > self.version]
 
     @property
+    def behind(self) -> bool:
+        """memshift's tables exist but lack what this version reads (an upgrade adds it)."""
+        return 0 < self.version < CURRENT
+
+    @property
     def current(self) -> bool:
         return self.version == CURRENT and self.recorded
 
