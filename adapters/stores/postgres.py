@@ -14,7 +14,6 @@ cannot see.
 from __future__ import annotations
 
 import time
-from urllib.parse import quote, urlencode
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -29,7 +28,9 @@ from adapters.stores.batch import Batch
 from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import read_once
-from adapters.stores.url import lock_key, split_url, sqlalchemy_url
+from adapters.stores.url import (
+    DEFAULT_CONNECT_TIMEOUT, libpq_conninfo, lock_key, split_url, sqlalchemy_url,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -134,10 +135,10 @@ class PostgresStore(SqlStore):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
         # libpq's own parameters (TLS, timeouts, application_name, ...) travel in the URL
         # every connection is made from: the engine, the savers' pools, sync and async
-        self.conninfo = parts._replace(scheme="postgresql", query=urlencode(params or {}, quote_via=quote)).geturl()
+        self.conninfo = libpq_conninfo(url, params)
         self._secret = url
         timeout: dict[str, Any] = {} if "connect_timeout" in (params or {}) else \
-            {"connect_timeout": 10}
+            {"connect_timeout": DEFAULT_CONNECT_TIMEOUT}
         try:  # fail fast and clearly
             psycopg.connect(self.conninfo, **timeout).close()
         except psycopg.Error as exc:

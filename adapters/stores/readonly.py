@@ -71,21 +71,14 @@ def _read_only_session(url: str) -> tuple[str, dict[str, Any]]:
     spelled ``postgresql://``, libpq's parameters kept, memshift's own dropped), and the
     connect arguments of a read-only session: the URL's ``options`` joined to the read-only
     one, its ``connect_timeout`` (default 10 s). Both read-only paths (engine, saver) use it."""
-    from urllib.parse import quote, urlencode
+    from adapters.stores.url import DEFAULT_CONNECT_TIMEOUT, driver_params, libpq_conninfo
 
-    from adapters.stores.url import driver_params
-
-    base, _, query = url.partition("?")
-    for scheme in ("postgresql+psycopg://", "postgres://"):
-        if base.startswith(scheme):
-            base = "postgresql://" + base[len(scheme):]
-    params = driver_params(query, show_url(url))
+    params = driver_params(url.partition("?")[2], show_url(url))
     args: dict[str, Any] = {"options": " ".join(filter(None, (params.pop("options", None),
                                                               _PG_READ_ONLY)))}
     if "connect_timeout" not in params:
-        args["connect_timeout"] = 10
-    conninfo = f"{base}?{urlencode(params, quote_via=quote)}" if params else base
-    return conninfo, args
+        args["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
+    return libpq_conninfo(url, params), args
 
 
 def _guarded(url: str, what: str, exc: BaseException) -> StoreError:

@@ -13,8 +13,9 @@ import hashlib
 import re
 import traceback
 from pathlib import Path
+from collections.abc import Mapping
 from urllib.parse import (
-    SplitResult, parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit,
+    SplitResult, parse_qsl, quote, quote_plus, unquote, unquote_plus, urlencode, urlsplit,
 )
 
 from adapters.errors import ConfigError
@@ -211,6 +212,20 @@ def scrub_cause(exc: BaseException, url: str | None) -> BaseException | None:
         if scrub(shown, url) != shown:
             return None
     return exc
+
+
+DEFAULT_CONNECT_TIMEOUT = 10  # seconds, unless the URL's connect_timeout says otherwise
+
+
+def libpq_conninfo(url: str, params: Mapping[str, str] | None = None) -> str:
+    """A PostgreSQL store URL as libpq reads it: ``postgres://`` and ``postgresql+psycopg://``
+    spelled ``postgresql://``, memshift's own options dropped, libpq's ``params`` as its query
+    (percent-encoded)."""
+    base = url.partition("?")[0]
+    for scheme in ("postgresql+psycopg://", "postgres://"):
+        if base.startswith(scheme):
+            base = "postgresql://" + base[len(scheme):]
+    return f"{base}?{urlencode(params, quote_via=quote)}" if params else base
 
 
 def split_url(url: str) -> SplitResult:
