@@ -6,22 +6,32 @@ the one implementation, built by the engine from the fold routine it shares
 step the agent's own checkpointer writes the state, so a fold summarizes at once (no memshift
 lock or transaction is open) and records itself; after the agent's turn the messages reach the
 transcript.
+
+With ``MemoryPolicy(fold="background")`` a due fold is handed to the background instead and the
+model answers at once; the summary waits in this process (``adapters.fold_slots.AgentFolds``)
+for the thread's next model call, where it lands only if the state still holds exactly the
+messages it summarized (the same compare-and-set as an inline fold), and is recorded then. A
+process that dies with a summary pending loses nothing: the next call plans the fold again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from adapters.backends.base import FoldFn
 from adapters.errors import SummarizerError
-from adapters.fold import FoldJob, Folder
-from adapters.io import Steps, run_async, run_sync
+from adapters.fold import FoldJob, FoldRecord, Folder
+from adapters.fold_slots import AgentFolds, background_failed, over_lag
+from adapters.io import IO, Steps, run_async, run_sync, wait_future
 from adapters.policy import FoldPlan
 from adapters.stores.base import Store, Tx, in_transaction, store_io
 from adapters.thread_keys import storage_id
+from adapters.workers import WorkersBusy, run_in_background
 
 __all__ = ["FoldHooks"]
 
@@ -31,6 +41,11 @@ class FoldHooks:
 
     def __init__(self, folder: Folder, store: Store) -> None:
         self.folder, self.store = folder, store
+        self.folds = AgentFolds()  # background summaries waiting for their thread's next call
+
+    @property
+    def background(self) -> bool:
+        return self.folder.policy.fold == "background"
 
     def _fold(self, summary: str, folds: int, window: Sequence[BaseMessage],
               p: FoldPlan, thread_id: str | None) -> Steps[str | None]:
@@ -63,18 +78,101 @@ class FoldHooks:
 
     def agent_fold(self) -> FoldFn:
         thread_id = _run_thread()
+        steps = self._background if self.background and thread_id else self._fold
 
         def fold(summary: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan) -> str | None:
-            return run_sync(self._fold(summary, folds, window, p, thread_id))
+            return run_sync(steps(summary, folds, window, p, thread_id))
         return fold
 
     def agent_afold(self) -> Any:
         thread_id = _run_thread()
+        steps = self._background if self.background and thread_id else self._fold
 
         async def afold(summary: str, folds: int, window: Sequence[BaseMessage],
                         p: FoldPlan) -> str | None:
-            return await run_async(self._fold(summary, folds, window, p, thread_id))
+            return await run_async(steps(summary, folds, window, p, thread_id))
         return afold
+
+    # -- background folds (``MemoryPolicy(fold="background")``) ---------------------------------
+    def agent_ready(self, window: Sequence[BaseMessage]) -> FoldJob | None:
+        """The finished background fold of this run's thread, to land at this model call
+        (waiting for the one in flight when ``window`` is past the lag bound)."""
+        return run_sync(self._ready(window))
+
+    async def aagent_ready(self, window: Sequence[BaseMessage]) -> FoldJob | None:
+        return await run_async(self._ready(window))
+
+    def _ready(self, window: Sequence[BaseMessage]) -> Steps[FoldJob | None]:
+        if not self.background or not (thread_id := _run_thread()):
+            return None
+        if (held := self.folds.get(thread_id)) is None:
+            return None
+        job, future = held
+        if not future.done() and over_lag(self.folder.policy, window):
+            try:
+                yield wait_future(future)
+            except Exception:  # noqa: S110 - failed: logged where it failed, planned again
+                pass
+        if future.done() and future.exception() is None:
+            return job
+        return None
+
+    def _background(self, summary: str, folds: int, window: Sequence[BaseMessage],
+                    p: FoldPlan, thread_id: str | None) -> Steps[str | None]:
+        """Land the thread's finished fold if it is exactly this one; else start this one in
+        the background (unless one is in flight) and answer "not now"."""
+        assert thread_id is not None
+        held = self.folds.get(thread_id)
+        if held is not None:
+            job, future = held
+            if not future.done():
+                return None  # in flight: it lands at a later call
+            self.folds.drop(thread_id, future)
+            if future.exception() is None and job.same(summary, folds, window, p):
+                text, record = future.result()
+                yield from self._land(thread_id, text, record, folds, window[p.cutoff:])
+                return text
+        yield from self._start(thread_id, FoldJob(summary, folds, tuple(window), p))
+        return None
+
+    def _land(self, thread_id: str, text: str, record: FoldRecord, folds: int,
+              rest: Sequence[BaseMessage]) -> Steps[None]:
+        """The fold lands (the agent writes the state): record it; if what remains is due
+        again (inline would fold at this call too), start that fold."""
+        yield from self.folder.record_steps(thread_id, record)
+        record.log()
+        policy = self.folder.policy
+        if policy.trigger_reason(rest):
+            yield from self._start(thread_id, FoldJob(text, folds + 1, tuple(rest),
+                                                      policy.plan_fold(rest)))
+
+    def _start(self, thread_id: str, job: FoldJob) -> Steps[None]:
+        if (future := self.folds.start(thread_id, job)) is not None:
+            yield IO(self._spawn, self._aspawn, thread_id, job, future)
+
+    def _spawn(self, thread_id: str, job: FoldJob, future: Future[Any]) -> None:
+        def work() -> None:
+            try:
+                future.set_result(run_sync(self.folder.summarize_steps(thread_id, job)))
+            except BaseException as exc:  # a worker must not raise; the turn is committed
+                future.set_exception(exc)
+                background_failed(exc)
+        try:
+            run_in_background(work)
+        except WorkersBusy as exc:
+            future.set_exception(exc)
+            self.folds.drop(thread_id, future)
+
+    async def _aspawn(self, thread_id: str, job: FoldJob, future: Future[Any]) -> None:
+        async def work() -> None:
+            try:
+                future.set_result(await run_async(self.folder.summarize_steps(thread_id, job)))
+            except BaseException as exc:
+                future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                background_failed(exc)
+        self.folds.keep(asyncio.get_running_loop().create_task(work()), background_failed)
 
     def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
         store, folder = self.store, self.folder

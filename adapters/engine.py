@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.fold import FoldJob, Folder, planner
 from adapters.fold import FoldRecord
-from adapters.fold_slots import FoldSlots, background_failed
+from adapters.fold_slots import AgentFolds, FoldSlots, background_failed, over_lag
 from adapters.io import IO, Steps, run_async, run_sync, wait_future
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
@@ -64,10 +65,11 @@ class MemoryEngine(Engine):
         self.folder = Folder(policy=policy, summarizer=summarizer, store=store, backend=backend,
                              records=owns_transcript)
         extra: dict[str, Any] = {"llm": llm}
+        self.hooks: FoldHooks | None = None
         if backend == "classic":
             extra["summary_message_cls"] = summary_message_cls
         else:
-            extra["hooks"] = FoldHooks(self.folder, store)
+            extra["hooks"] = self.hooks = FoldHooks(self.folder, store)
         self.slots = FoldSlots()
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
@@ -108,12 +110,13 @@ class MemoryEngine(Engine):
         return self if self.name == "middleware" else None
 
     def close(self, drain: bool = True) -> None:
-        if drain and self.slots.count():  # folds in flight: bounded, a hung provider never
-            try:                          # holds a shutdown past one summary timeout
-                self.slots.wait(self.policy.summary_timeout)
-            except TimeoutError:
-                logger.warning("closing with %d fold(s) still in flight (their turns are "
-                               "stored; the next save plans them again)", self.slots.count())
+        try:  # folds in flight: bounded, a hung provider never holds a shutdown past one
+            if drain:  # summary timeout
+                self.drain(self.policy.summary_timeout)
+        except TimeoutError:
+            logger.warning("closing with %d fold(s) still in flight (their turns are stored; "
+                           "the next save plans them again)",
+                           sum(p.count() for p in self._pending()))
         self.backend.close()
 
     def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
@@ -235,7 +238,7 @@ class MemoryEngine(Engine):
         background window has run more than the lag bound past the policy."""
         in_flight = self.slots.take(thread_id)
         if in_flight is not None:
-            if self.policy.fold == "background" and self._over_lag(job):
+            if self.policy.fold == "background" and over_lag(self.policy, job.window):
                 yield wait_future(in_flight)
                 if (again := (yield from self._replan(thread_id))) is not None:
                     yield from self._after_turn(thread_id, again)
@@ -257,13 +260,6 @@ class MemoryEngine(Engine):
         finally:
             self.slots.release(thread_id)  # a no-op once again() released it
 
-    def _over_lag(self, job: FoldJob) -> bool:
-        p = self.policy
-        if p.max_tokens is not None:
-            lag = p.max_lag_tokens if p.max_lag_tokens is not None else p.max_tokens
-            return p.count(list(job.window)) > p.max_tokens + lag
-        return p.max_messages is not None and len(job.window) > 2 * p.max_messages
-
     def _spawn(self, thread_id: str, job: FoldJob) -> None:
         def work() -> None:
             try:
@@ -283,15 +279,22 @@ class MemoryEngine(Engine):
         self.slots.keep(task, background_failed)
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait for this process's folds in flight (``fold="background"``)."""
-        self.slots.wait(timeout)
+        """Wait for this process's folds in flight (``fold="background"``), the agent's
+        background summaries included (they land at the thread's next model call)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for pending in self._pending():
+            pending.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def settle(self, thread_id: str, timeout: float | None = None) -> bool:
         """Wait for the thread's fold in flight; whether there was one."""
         return self.slots.settle(thread_id, timeout)
 
     async def adrain(self) -> None:
-        await self.slots.await_all()
+        for pending in self._pending():
+            await pending.await_all()
+
+    def _pending(self) -> list[FoldSlots | AgentFolds]:
+        return [self.slots] if self.hooks is None else [self.slots, self.hooks.folds]
 
     def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
         """Summarize with no lock held, then commit the fold with a compare-and-set: it

@@ -19,11 +19,12 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["FoldSlots", "background_failed"]
+__all__ = ["AgentFolds", "FoldSlots", "background_failed", "over_lag"]
 
 logger = logging.getLogger("memshift")
 
@@ -36,13 +37,55 @@ class _Slot:
         self.done: Future[None] = Future()
 
 
-class FoldSlots:
-    """The threads of one engine with a fold in flight (``take`` / ``again`` / ``release``)."""
+class _Pending:
+    """Waiting for what ``pending()`` lists, and holding the loop tasks that will settle it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._slots: dict[str, _Slot] = {}
         self._tasks: set[asyncio.Task[Any]] = set()  # strong references to background tasks
+
+    def pending(self) -> list[Future[Any]]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        return len(self.pending())
+
+    def keep(self, task: asyncio.Task[Any], on_error: Callable[[BaseException], None]) -> None:
+        """Hold a background task until it ends (the loop keeps only weak references)."""
+        self._tasks.add(task)
+
+        def ended(done: asyncio.Task[Any]) -> None:
+            self._tasks.discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                on_error(done.exception())  # type: ignore[arg-type]
+        task.add_done_callback(ended)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until nothing is in flight (work started meanwhile included); ``TimeoutError``
+        after ``timeout`` seconds in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while futures := self.pending():
+            for future in futures:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    future.result(left)
+                except TimeoutError:
+                    raise
+                except Exception:  # noqa: S110 - a failed fold was logged where it failed
+                    pass
+
+    async def await_all(self) -> None:
+        while futures := self.pending():
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in futures),
+                                 return_exceptions=True)
+
+
+class FoldSlots(_Pending):
+    """The threads of one engine with a fold in flight (``take`` / ``again`` / ``release``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._slots: dict[str, _Slot] = {}
 
     def take(self, thread_id: str) -> Future[None] | None:
         """The thread's slot for the caller (``None``), or, when a fold of it is in flight,
@@ -83,36 +126,62 @@ class FoldSlots:
             slot.done.result(timeout)
             waited = True
 
-    def pending(self) -> list[Future[None]]:
+    def pending(self) -> list[Future[Any]]:
         with self._lock:
             return [slot.done for slot in self._slots.values()]
 
-    def count(self) -> int:
+
+class AgentFolds(_Pending):
+    """Summaries computed in the background for agent threads, each waiting for its thread's
+    next model call (``create_agent`` writes state only inside its own steps, so that is where
+    a fold lands). One per thread; at most ``size`` kept (the oldest finished one is dropped
+    first: it costs a summarizer call again, never a message)."""
+
+    size = 10_000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._jobs: OrderedDict[str, tuple[Any, Future[Any]]] = OrderedDict()
+
+    def get(self, thread_id: str) -> tuple[Any, Future[Any]] | None:
+        """The thread's (job, future of its (text, record)), in flight or finished."""
         with self._lock:
-            return len(self._slots)
+            return self._jobs.get(thread_id)
 
-    def keep(self, task: asyncio.Task[Any], on_error: Callable[[BaseException], None]) -> None:
-        """Hold a background task until it ends (the loop keeps only weak references)."""
-        self._tasks.add(task)
+    def start(self, thread_id: str, job: Any) -> Future[Any] | None:
+        """A future for ``job`` to settle, or ``None`` when one is in flight for the thread."""
+        with self._lock:
+            held = self._jobs.get(thread_id)
+            if held is not None and not held[1].done():
+                return None
+            future: Future[Any] = Future()
+            self._jobs[thread_id] = (job, future)
+            self._jobs.move_to_end(thread_id)
+            if len(self._jobs) > self.size:
+                old = next((t for t, (_, f) in self._jobs.items() if f.done()), None)
+                if old is not None:
+                    del self._jobs[old]
+            return future
 
-        def ended(done: asyncio.Task[Any]) -> None:
-            self._tasks.discard(done)
-            if not done.cancelled() and done.exception() is not None:
-                on_error(done.exception())  # type: ignore[arg-type]
-        task.add_done_callback(ended)
+    def drop(self, thread_id: str, future: Future[Any]) -> None:
+        """Forget the thread's job if it is still this one (applied, stale or failed)."""
+        with self._lock:
+            held = self._jobs.get(thread_id)
+            if held is not None and held[1] is future:
+                del self._jobs[thread_id]
 
-    def wait(self, timeout: float | None = None) -> None:
-        """Until no fold is in flight (folds started meanwhile included); ``TimeoutError``
-        after ``timeout`` seconds in all."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while futures := self.pending():
-            for future in futures:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                future.result(left)
+    def pending(self) -> list[Future[Any]]:
+        with self._lock:
+            return [future for _, future in self._jobs.values() if not future.done()]
 
-    async def await_all(self) -> None:
-        while futures := self.pending():
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+
+def over_lag(policy: Any, window: Any) -> bool:
+    """A background window more than the lag bound past the policy (``max_lag_tokens``,
+    default one fold's worth; twice ``max_messages`` by count): the turn waits for its fold."""
+    if policy.max_tokens is not None:
+        lag = policy.max_lag_tokens if policy.max_lag_tokens is not None else policy.max_tokens
+        return bool(policy.count(list(window)) > policy.max_tokens + lag)
+    return policy.max_messages is not None and len(window) > 2 * policy.max_messages
 
 
 def background_failed(exc: BaseException) -> None:

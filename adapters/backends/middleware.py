@@ -33,6 +33,7 @@ from adapters import _upstream
 from adapters.errors import MemshiftError, corrupt
 from adapters.policy_forms import stock_forms
 from adapters.backends.base import FoldFn, MemoryBackend
+from adapters.fold import FoldJob
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.stores.base import Tx
 from adapters.summarizer import SummarizerChatModel
@@ -86,6 +87,10 @@ class AgentHooks(Protocol):
 
     def agent_afold(self) -> Any: ...
 
+    def agent_ready(self, window: Sequence[BaseMessage]) -> FoldJob | None: ...
+
+    async def aagent_ready(self, window: Sequence[BaseMessage]) -> FoldJob | None: ...
+
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str: ...
 
     async def asummarize(self, summary: str, messages: Sequence[BaseMessage]) -> str: ...
@@ -129,6 +134,7 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         self._fold: FoldFn | None = None
         self._afold: Any = None
         self._plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
+        self._ready: FoldJob | None = None  # a background fold finished for this call's state
         self._folds = 0
 
     # -- stock's public token_counter attribute: the policy's counter ------------------------
@@ -149,14 +155,23 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
 
     # -- policy overrides (called by the stock before_model) --------------------------------
     def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
-        _, _, window = split_summary(messages)
-        return bool(self.policy.trigger_reason(window))
+        _, summary, window = split_summary(messages)
+        return self._landing(summary, window) is not None or bool(
+            self.policy.trigger_reason(window))
 
     def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
         head, summary, window = split_summary(messages)
-        plan = self.policy.plan_fold(window)
+        ready = self._landing(summary, window)  # a background fold lands at its own cut
+        plan = ready.plan if ready is not None else self.policy.plan_fold(window)
         self._plan = (summary, self._folds, window, plan)
         return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
+
+    def _landing(self, summary: str, window: list[BaseMessage]) -> FoldJob | None:
+        """The finished background fold, if it summarized exactly this state's messages."""
+        ready = self._ready
+        if ready is not None and ready.same(summary, self._folds, window, ready.plan):
+            return ready
+        return None
 
     def _job(self, messages_to_summarize: list[AnyMessage]
              ) -> tuple[str, int, list[BaseMessage], FoldPlan]:
@@ -191,10 +206,11 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         return summary
 
     # -- one fold (the stock before_model / abefore_model, on a bound copy) -----------------
-    def _bound(self, state: dict[str, Any], fold: FoldFn | None, afold: Any) -> Any:
+    def _bound(self, state: dict[str, Any], fold: FoldFn | None, afold: Any,
+               ready: FoldJob | None = None) -> Any:
         """A copy bound to one call (concurrent calls share nothing)."""
         bound = copy.copy(self)
-        bound._fold, bound._afold, bound._plan = fold, afold, None
+        bound._fold, bound._afold, bound._plan, bound._ready = fold, afold, None, ready
         bound._folds = int(state.get("memshift_folds") or 0)
         return bound
 
@@ -204,10 +220,11 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
             update["memshift_folds"] = bound._folds + 1
         return update
 
-    def fold_update(self, state: dict[str, Any], fold: FoldFn) -> dict[str, Any] | None:
+    def fold_update(self, state: dict[str, Any], fold: FoldFn,
+                    ready: FoldJob | None = None) -> dict[str, Any] | None:
         """The stock ``before_model`` update with ``fold`` writing the summary, plus the
-        fold count."""
-        bound = self._bound(state, fold, None)
+        fold count (``ready``: a background fold to land, cut where it was planned)."""
+        bound = self._bound(state, fold, None, ready)
         token = _BOUND.set(bound)
         try:
             return self._counted(bound, SummarizationMiddleware.before_model(
@@ -217,9 +234,10 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         finally:
             _BOUND.reset(token)
 
-    async def afold_update(self, state: dict[str, Any], afold: Any) -> dict[str, Any] | None:
+    async def afold_update(self, state: dict[str, Any], afold: Any,
+                           ready: FoldJob | None = None) -> dict[str, Any] | None:
         """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
-        bound = self._bound(state, None, afold)
+        bound = self._bound(state, None, afold, ready)
         token = _BOUND.set(bound)
         try:
             return self._counted(bound, await SummarizationMiddleware.abefore_model(
@@ -236,11 +254,16 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         return self.hooks
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Fold before the model call; the pending question is the newest turn and stays."""
-        return self.fold_update(state, self._hooks().agent_fold())
+        """Fold before the model call; the pending question is the newest turn and stays
+        (background folds: land the one finished for this state, hand a due one over)."""
+        hooks = self._hooks()
+        ready = hooks.agent_ready(split_summary(state["messages"])[2])
+        return self.fold_update(state, hooks.agent_fold(), ready)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return await self.afold_update(state, self._hooks().agent_afold())
+        hooks = self._hooks()
+        ready = await hooks.aagent_ready(split_summary(state["messages"])[2])
+        return await self.afold_update(state, hooks.agent_afold(), ready)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record the agent's turn in the transcript (and keep checkpoints bounded)."""
