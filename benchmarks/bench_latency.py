@@ -88,21 +88,28 @@ def stock(summarizer: Slow, _tmp: str) -> tuple[Op, Callable[[], None]]:
 
 def memshift(fold: str) -> Callable[[Slow, str], tuple[Op, Callable[[], None]]]:
     def make(summarizer: Slow, tmp: str) -> tuple[Op, Callable[[], None]]:
-        memory = SummaryMemory(store=f"sqlite:///{tmp}/{fold}.db", backend="classic",
-                               summarizer=summarizer,
-                               policy=MemoryPolicy(max_tokens=TRIGGER, keep_tokens=KEEP,
-                                                   token_counter=count_tokens_cjk, fold=fold,
-                                                   summary_timeout=60))
+        memory = _memory(summarizer, f"{tmp}/{fold}.db", "classic", fold)
 
         def op(thread: str, i: int) -> None:
             memory.save(thread, *filler_turn(thread, i, WORDS))
             memory.load(thread)
-
-        def close() -> None:
-            memory.drain()
-            memory.close()
-        return op, close
+        return op, _closer(memory)
     return make
+
+
+def _memory(summarizer: Slow, path: str, backend: str, fold: str) -> SummaryMemory:
+    """memshift on SQLite with the benchmark's policy (both measured paths share it)."""
+    return SummaryMemory(store=f"sqlite:///{path}", backend=backend, summarizer=summarizer,
+                         policy=MemoryPolicy(max_tokens=TRIGGER, keep_tokens=KEEP,
+                                             token_counter=count_tokens_cjk, fold=fold,
+                                             summary_timeout=60))
+
+
+def _closer(memory: SummaryMemory) -> Callable[[], None]:
+    def close() -> None:  # every background fold lands (and is counted) before the figures
+        memory.drain()
+        memory.close()
+    return close
 
 
 class Instant(BaseChatModel):
@@ -145,18 +152,10 @@ def memshift_agent(fold: str) -> Callable[[Slow, str], tuple[Op, Callable[[], No
     def make(summarizer: Slow, tmp: str) -> tuple[Op, Callable[[], None]]:
         from langchain.agents import create_agent
 
-        memory = SummaryMemory(store=f"sqlite:///{tmp}/agent-{fold}.db", backend="middleware",
-                               summarizer=summarizer,
-                               policy=MemoryPolicy(max_tokens=TRIGGER, keep_tokens=KEEP,
-                                                   token_counter=count_tokens_cjk, fold=fold,
-                                                   summary_timeout=60))
+        memory = _memory(summarizer, f"{tmp}/agent-{fold}.db", "middleware", fold)
         agent = create_agent(Instant(), middleware=[memory.middleware],
                              checkpointer=memory.checkpointer)
-
-        def close() -> None:
-            memory.drain()
-            memory.close()
-        return _asker(agent), close
+        return _asker(agent), _closer(memory)
     return make
 
 

@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from pydantic import Field
 
 from adapters import MemoryPolicy
 from adapters.errors import SummarizerError
@@ -23,21 +21,9 @@ from adapters.extractive import ExtractiveSummarizer
 from compat import SummaryMemory, admin
 from compat.testing.conversations import filler_turn
 from tests.test_background_folds import Counting, Gated
+from tests.test_cutover_agent import RecordingFake as Recording  # answers at once, records
 
 STORES = ["memory", "sqlite", "postgres"]
-
-
-class Recording(GenericFakeChatModel):
-    """Answers at once and records what each call saw."""
-
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Recording:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.seen.append([m.model_copy(deep=True) for m in messages])
-        return super()._generate(messages, *args, **kwargs)
 
 
 def _model() -> Recording:
