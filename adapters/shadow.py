@@ -19,6 +19,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
@@ -27,12 +28,13 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from adapters.diff_classes import Rules
 from adapters.engine import MemoryEngine
 from adapters.io import Steps, wait_future
 from adapters.protocol import Engine, Guard, Location
 from adapters.stores.base import Placement, Store, Tx
 from adapters.errors import MismatchError
-from adapters.view import MemoryView, ThreadRecord, compare_views, detach
+from adapters.view import MemoryView, ThreadRecord, detach
 
 __all__ = ["Mismatch", "ShadowEngine"]
 
@@ -47,6 +49,8 @@ class Mismatch:
     diff: list[str]
     timings: dict[str, float] = field(default_factory=dict)  # primary_ms, candidate_ms
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    cls: str = ""  # the class of difference (``adapters.diff_classes``); failures: their kind
+    ignored: bool = False  # an expected class (``ignore=``): recorded, never counted by a guard
 
 
 class ShadowEngine(Engine):
@@ -60,8 +64,11 @@ class ShadowEngine(Engine):
                  on_mismatch: Callable[[Mismatch], None] | None = None,
                  log_path: str | None = None, timeout: float = 5.0, max_queue: int = 1000,
                  breaker_failures: int = 5, breaker_cooldown: float = 60.0,
-                 max_recorded: int = 10_000, raise_on_mismatch: bool = False) -> None:
+                 max_recorded: int = 10_000, raise_on_mismatch: bool = False,
+                 rules: Rules | None = None) -> None:
         self.primary, self.candidate_backend = primary, candidate
+        self.rules = rules or Rules()
+        self.classes: Counter[tuple[str, bool]] = Counter()  # (class, ignored) -> mismatches
         self.raise_on_mismatch = raise_on_mismatch
         self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path
         self.timeout, self.max_recorded = timeout, max_recorded
@@ -180,15 +187,19 @@ class ShadowEngine(Engine):
                 f"{self.breaker_cooldown:g} s"])
 
     def _record(self, thread_id: str, kind: str, diff: list[str],
-                timings: dict[str, float] | None = None) -> None:
+                timings: dict[str, float] | None = None, cls: str = "",
+                ignored: bool = False) -> None:
         redactor = self.policy.redactor  # diffs quote conversation text: scrub it like the rest
         if redactor is not None:
             diff = [redactor(d) for d in diff]
-        mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {})
+        mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {},
+                            cls=cls or kind, ignored=ignored)
         with self._guard:
+            self.classes[(mismatch.cls, ignored)] += 1
             if len(self._mismatches) < self.max_recorded:
                 self._mismatches.append(mismatch)
-        logger.info("shadow mismatch (%s) on a thread at turn %d", kind, mismatch.turn)
+        logger.info("shadow mismatch (%s, class %s%s) on a thread at turn %d", kind,
+                    mismatch.cls, ", ignored" if ignored else "", mismatch.turn)
         if self.log_path:
             try:
                 with open(self.log_path, "a", encoding="utf-8") as log:
@@ -278,10 +289,10 @@ class ShadowEngine(Engine):
                    "candidate_ms": round((time.perf_counter() - began) * 1000, 3)}
         with self._guard:
             self.compared += 1
-        diffs = compare_views(primary, other)
-        if diffs:
-            self._record(thread_id, "view", diffs, timings)
-        return diffs
+        verdict = self.rules.judge(primary, other)
+        if verdict.diffs:
+            self._record(thread_id, "view", verdict.diffs, timings, verdict.cls, verdict.ignored)
+        return [] if verdict.ignored else verdict.diffs
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:

@@ -55,6 +55,7 @@ from compat.sources import (  # noqa: E402
 )
 from adapters.fold import FoldRecord  # noqa: E402
 from adapters.workers import WorkersBusy, set_summarizer_workers  # noqa: E402
+from adapters.diff_classes import DiffClass  # noqa: E402
 from adapters.shadow import Mismatch  # noqa: E402
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
@@ -95,6 +96,7 @@ __all__ = [
     "GraphSource",
     "MigrationReport",
     "Mismatch",
+    "DiffClass",
     "ReplayReport",
     "SummaryMemorySource",
     "ThreadSource",

@@ -17,6 +17,7 @@ from adapters import MemoryPolicy, Store, open_store
 from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError
 from adapters.protocol import Engine
+from adapters.diff_classes import Rules
 from adapters.shadow import ShadowEngine
 from adapters.staged import StagedEngine
 from adapters.stores.base import capabilities
@@ -120,7 +121,8 @@ def _shadow(config: ShadowConfig, primary: Engine, candidate: MemoryEngine) -> S
         sample=_share(config.sample, "MEMSHIFT_SHADOW_SAMPLE", "1"),
         on_mismatch=config.on_mismatch,
         log_path=config.log or os.environ.get("MEMSHIFT_SHADOW_LOG"),
-        timeout=config.timeout, raise_on_mismatch=config.raise_on_mismatch)
+        timeout=config.timeout, raise_on_mismatch=config.raise_on_mismatch,
+        rules=Rules(config.compare, config.ignore))
 
 
 def build_engine(memory: SummaryMemory, name: str, summarizer: Any, store: Store) -> Engine:

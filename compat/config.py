@@ -29,6 +29,8 @@ class ShadowConfig:
     log: str | None = None  # else $MEMSHIFT_SHADOW_LOG
     timeout: float = 5.0  # seconds: a close drains this long; raise_on_mismatch waits this long
     raise_on_mismatch: bool = False  # tests: a load waits for the verdict and raises
+    compare: Callable[[Any, Any], bool] | None = None  # (primary, candidate) views -> equal?
+    ignore: tuple[Any, ...] = ()  # expected classes of difference (``adapters.diff_classes``)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ FLAT: dict[str, tuple[type, str]] = {
     "on_mismatch": (ShadowConfig, "on_mismatch"), "shadow_sample": (ShadowConfig, "sample"),
     "shadow_log": (ShadowConfig, "log"), "shadow_timeout": (ShadowConfig, "timeout"),
     "raise_on_mismatch": (ShadowConfig, "raise_on_mismatch"),
+    "compare": (ShadowConfig, "compare"), "ignore": (ShadowConfig, "ignore"),
     "rollout": (StagedConfig, "rollout"), "route": (StagedConfig, "route"),
     "target_store": (StagedConfig, "target_store"),
     "chat_memory": (LegacyConfig, "history"), "legacy_write": (LegacyConfig, "write"),

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters import MemoryPolicy, compare_views
+from adapters import MemoryPolicy
+from adapters.diff_classes import Rules
 from adapters.summarizer import CachingSummarizer, Summarizer, build_summarizer
 from compat.conversations import Turn, baseline_history, facts_in, iter_turns, read_messages
 from compat.memory import SummaryMemory
@@ -32,6 +33,8 @@ class TurnResult:
     # same input (or the thread already diverged that way): model nondeterminism, not memory
     nondeterminism: bool = False
     window_messages: tuple = ()  # the first backend's window as messages (tool calls, ids)
+    classes: tuple[str, ...] = ()  # the class of each backend's difference (diff_classes)
+    expected: bool = False  # every difference is of a class the replay was told to ignore
 
     @property
     def match(self) -> bool:
@@ -56,8 +59,18 @@ class ReplayReport:
 
     @property
     def divergences(self) -> list[TurnResult]:
-        """Turns where the backends' memory differs for a reason that is theirs."""
-        return [t for t in self.turns if not t.match and not t.nondeterminism]
+        """Turns where the backends' memory differs for a reason that is theirs (and of a
+        class not ignored)."""
+        return [t for t in self.turns if not t.match and not t.nondeterminism and not t.expected]
+
+    @property
+    def classes(self) -> dict[str, int]:
+        """Differing turns by class of difference (ignored classes included)."""
+        counts: dict[str, int] = {}
+        for t in self.turns:
+            for name in dict.fromkeys(t.classes):
+                counts[name] = counts.get(name, 0) + 1
+        return counts
 
     @property
     def nondeterministic(self) -> list[TurnResult]:
@@ -81,9 +94,12 @@ def replay(
     share_summaries: bool = True,
     baselines: tuple[str, ...] = (),
     on_turn: Callable[[TurnResult], None] | None = None,
+    ignore: Iterable[str] = (),
 ) -> ReplayReport:
-    """Save every turn on every backend; compare the views after each save."""
+    """Save every turn on every backend; compare the views after each save. ``ignore``:
+    classes of difference (``adapters.diff_classes``) that are expected, counted apart."""
     policy = policy or DEFAULT_REPLAY_POLICY
+    rules = Rules(ignore=ignore)
     inner = summarizer or build_summarizer(policy)
     shared = CachingSummarizer(inner) if share_summaries else None
     tapes = {name: _Tape(shared or inner) for name in backends}
@@ -108,8 +124,9 @@ def replay(
             memory.save_messages(turn.thread_id, turn.messages)
         views = {name: m.load(turn.thread_id) for name, m in memories.items()}
         base = views[backends[0]]
-        diffs = [f"{backends[0]} vs {name}: {d}" for name in backends[1:]
-                 for d in compare_views(base, views[name])]
+        verdicts = {name: rules.judge(base, views[name]) for name in backends[1:]}
+        diffs = [f"{backends[0]} vs {name}: {d}" for name, v in verdicts.items() for d in v.diffs]
+        differing = [v for v in verdicts.values() if v.diffs]
         if diffs and not share_summaries:
             calls = [tapes[n].calls[marks[n]:] for n in backends]
             same_inputs = all([c[0] for c in x] == [c[0] for c in calls[0]] for x in calls)
@@ -124,6 +141,8 @@ def replay(
             prompt_tokens=prompt,
             nondeterminism=bool(diffs) and turn.thread_id in drifted,
             window_messages=tuple(base.messages),
+            classes=tuple(v.cls for v in differing),
+            expected=bool(differing) and all(v.ignored for v in differing),
         )
         report.turns.append(result)
         if on_turn is not None:

@@ -122,3 +122,30 @@ def test_cli_exits_one_on_backend_divergence(monkeypatch: pytest.MonkeyPatch,
                          str(CONVERSATIONS / "lance_49ers.jsonl")])
         out = capsys.readouterr().out
         assert code == 1 and "RESULT: DIVERGED" in out and "DIFF" in out
+
+
+def test_ignored_classes_are_counted_not_divergences(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A whitespace-only summary difference on one backend diverges; ``--ignore whitespace``
+    makes it an expected class, counted by class in the table and the JSON."""
+    from dataclasses import replace
+
+    from compat.memory import SummaryMemory
+
+    real = SummaryMemory.load
+
+    def padded(self: SummaryMemory, thread_id: str | None = None):  # type: ignore[no-untyped-def]
+        view = real(self, thread_id)
+        return replace(view, summary=view.summary + "  ") if \
+            view.summary and self.backend_name == "middleware" else view
+
+    monkeypatch.setattr(SummaryMemory, "load", padded)
+    args = ["replay", "--quiet", "--max-tokens", "100", str(CONVERSATIONS / "lance_49ers.jsonl")]
+    assert cli.main(args) == 1
+    out = capsys.readouterr().out
+    assert "RESULT: DIVERGED" in out and "differing turns by class: whitespace" in out
+    assert cli.main([*args, "--ignore", "whitespace", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["result"] == "EQUIVALENT" and document["divergent_turns"] == 0
+    assert document["classes"]["whitespace"] == document["expected_turns"] > 0
+    assert cli.main([*args, "--ignore", "summary_text"]) == 1  # another class still counts

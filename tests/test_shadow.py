@@ -209,6 +209,7 @@ def test_published_mismatches_carry_both_timings() -> None:
     for i in range(8):
         memory.save("t", *filler_turn("t", i, 12))
         memory.load("t")
+    memory.backend_impl.drain(30)  # comparisons run on the candidate's worker
     views = [m for m in memory.mismatches if m.kind == "view"]
     assert views and all({"primary_ms", "candidate_ms"} <= set(m.timings) for m in views)
     memory.close()

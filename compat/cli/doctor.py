@@ -16,9 +16,13 @@ __all__ = ["doctor"]
 @store_options("", "MEMSHIFT_STORE", "store to examine (opened read-only; must exist)")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Look at the first N threads only. [default: every thread]")
+@click.option("--shadow-log", type=click.Path(dir_okay=False, exists=True), default=None,
+              envvar="MEMSHIFT_SHADOW_LOG", metavar="FILE",
+              help="Also count a shadow log's mismatches by class of difference (ignored "
+                   "classes apart). [default: $MEMSHIFT_SHADOW_LOG]")
 @output_options
-def doctor(limit: int | None, as_json: bool, output: str | None, quiet: bool,
-           **opts: Any) -> int:
+def doctor(limit: int | None, shadow_log: str | None, as_json: bool, output: str | None,
+           quiet: bool, **opts: Any) -> int:
     """Where the store's threads live (per backend, pinned, moved), threads with state on
     both backends and no record saying which serves them, stock chat-history tables and how
     much of them is adopted, memshift's tables, and the versions in use. Read-only. Exit 1
@@ -51,6 +55,18 @@ def doctor(limit: int | None, as_json: bool, output: str | None, quiet: bool,
     for problem in found.problems:
         where = f" {problem['thread']!r}" if problem["thread"] else ""
         out.line(f"  PROBLEM{where}: {problem['what']}\n    fix: {problem['fix']}")
+    shadow = None
+    if shadow_log:
+        from compat.doctor import shadow_counts
+
+        shadow = shadow_counts(shadow_log)
+        out.line(f"shadow log: {shadow['mismatches']} mismatch(es), {shadow['counted']} counted, "
+                 f"{shadow['ignored']} of ignored classes" + "".join(
+                     f"\n  {name:<18} counted {c['counted']:>6}, ignored {c['ignored']:>6}"
+                     for name, c in shadow["classes"].items()))
+        if shadow["unreadable_lines"]:
+            out.line(f"  unreadable lines: {shadow['unreadable_lines']}")
     out.line("RESULT: " + ("OK" if found.ok else f"{len(found.problems)} problem(s)"))
-    out.emit({"command": "doctor", **found.as_dict()})
+    out.emit({"command": "doctor", **found.as_dict(),
+              **({"shadow": shadow} if shadow is not None else {})})
     return 0 if found.ok else 1

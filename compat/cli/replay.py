@@ -46,6 +46,11 @@ def print_report(report: ReplayReport, out: Output) -> None:
     out.line()
     out.line(f"turns: {len(report.turns)}  threads: {len(report.threads)}  "
              f"divergent turns: {len(report.divergences)}")
+    if report.classes:
+        ignored = {c for t in report.turns if t.expected for c in t.classes}
+        out.line("differing turns by class: " + ", ".join(
+            f"{name} {count}{' (ignored)' if name in ignored else ''}"
+            for name, count in sorted(report.classes.items())))
     if report.nondeterministic:
         out.line(f"turns that differ by model nondeterminism only (--no-share; not a backend "
                  f"divergence): {len(report.nondeterministic)}")
@@ -71,12 +76,15 @@ def replay_document(report: ReplayReport, file: str) -> dict[str, Any]:
         "backends": list(report.backends), "turns": len(report.turns),
         "threads": len(report.threads), "divergent_turns": len(report.divergences),
         "nondeterministic_turns": len(report.nondeterministic),
+        "expected_turns": sum(t.expected for t in report.turns),
+        "classes": report.classes,
         "summarizer_calls": report.summarizer_calls, "shared_folds": report.shared_folds,
         "prompt_tokens": {name: report.total_prompt_tokens(name) for name in report.strategies},
         "facts": {name: {"visible": seen, "stated": stated}
                   for name, (seen, stated) in report.facts.items()},
         "divergences": [{"index": t.index, "thread_id": t.thread_id, "turn": t.turn,
-                         "line": t.line, "diffs": t.diffs} for t in report.divergences],
+                         "line": t.line, "diffs": t.diffs, "classes": list(t.classes)}
+                        for t in report.divergences],
     }
 
 
@@ -88,12 +96,16 @@ def replay_document(report: ReplayReport, file: str) -> dict[str, Any]:
               help="Also show a discard strategy (repeatable): trim_messages / filter_messages.")
 @click.option("--no-share", is_flag=True,
               help="Call the summarizer separately per backend (shows model nondeterminism).")
+@click.option("--ignore", multiple=True, metavar="CLASS",
+              type=click.Choice(["whitespace", "summary_text", "fold_count", "message_roles"]),
+              help="An expected class of difference (repeatable): counted by class, not a "
+                   "divergence.")
 @store_options("", None, "store whose recorded policy to use (read only; optional)")
 @policy_options("max_tokens=400, keep_tokens=200")
 @model_options
 @output_options
 def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: bool,
-           as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
+           ignore: tuple[str, ...], as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
     """Replay a JSONL conversation through both backends; compare after every turn.
 
     Runs offline by default (memshift's deterministic summarizer). The policy is the one
@@ -118,7 +130,7 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
     with out.progress(len(turns), "turns", "replay") as tick:
         report = run_replay(turns, policy=choice.policy, summarizer=summarizer,
                             share_summaries=not no_share, baselines=tuple(baseline),
-                            on_turn=lambda _r: tick())
+                            on_turn=lambda _r: tick(), ignore=ignore)
     print_report(report, out)
     document = {**replay_document(report, file), "policy": choice.as_json(),
                 "exit_code": 1 if report.divergences else 0}
