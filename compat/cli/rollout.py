@@ -1,4 +1,5 @@
-"""``memshift rollout status|move``: where staged threads live, and moving a cohort eagerly."""
+"""``memshift rollout status|move|advance``: where staged threads live, moving a cohort eagerly,
+and guarded steps that halt themselves."""
 
 from __future__ import annotations
 
@@ -132,3 +133,98 @@ def move(to: str, share: float | None, threads: tuple[str, ...], as_json: bool,
     out.line(f"moved {moved} thread(s) to {to}; {stayed} already there; {failed} failed")
     out.emit(result)
     return 1 if failed else 0
+
+
+@rollout.command("advance")
+@click.option("--to", "target", required=True, type=click.FloatRange(0, 1), metavar="X",
+              help="The share to reach, in [0, 1].")
+@click.option("--step", type=click.FloatRange(0, 1, min_open=True), default=0.1,
+              show_default=True, metavar="X", help="How much of the share one step moves.")
+@click.option("--from", "start", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              metavar="X", help="The share the rollout is at now.")
+@click.option("--guard", "guard_spec", required=True, metavar="RULES",
+              help="Comma-separated metric<value: mismatch_rate, mismatches, "
+                   "fold_failure_rate, fold_failures (e.g. \"mismatch_rate<0.01,"
+                   "fold_failure_rate<0.05\").")
+@click.option("--shadow-log", type=click.Path(dir_okay=False, exists=True), default=None,
+              envvar="MEMSHIFT_SHADOW_LOG", metavar="FILE",
+              help="The shadow log the mismatch guards read. [default: $MEMSHIFT_SHADOW_LOG]")
+@click.option("--min-threads", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="N", help="Judge a step only when this run has moved at least N threads.")
+@click.option("--interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              metavar="S", help="Seconds to wait after each step before reading the evidence.")
+@click.option("--rollback-on-trip", is_flag=True,
+              help="When a guard trips, move the step's threads back (else: halt there).")
+@store_options("", "MEMSHIFT_STORE", "staged store (must exist)")
+@policy_options("max_tokens=2000, the stock default")
+@output_options
+def advance(target: float, step: float, start: float, guard_spec: str, shadow_log: str | None,
+            min_threads: int, interval: float, rollback_on_trip: bool, as_json: bool,
+            output: str | None, quiet: bool, **opts: Any) -> int:
+    """Raise the rollout one step at a time; after each step read the shadow and fold records
+    of the threads it moved and halt (or, with --rollback-on-trip, step back) when a guard
+    trips. Every decision is recorded in the run log (memshift history). Exit 1 when a guard
+    tripped."""
+    from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
+    from compat.rollout import Step, advance as run_advance, parse_guards
+    from compat.runlog import RunLog
+
+    out = Output(as_json, output, quiet)
+    guards = parse_guards(guard_spec)
+    url = _store(opts, out)
+    choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
+                           allow_mixed=True)
+    runlog = RunLog.open(url, show_url(url))
+
+    def record(result: Step) -> None:
+        out.line(f"{result.share_from:g} -> {result.share_to:g}: moved {result.moved}, "
+                 f"{result.decision}" + (f" ({'; '.join(result.tripped)})" if result.tripped
+                                         else "") +
+                 f"  [mismatch_rate {result.evidence['mismatch_rate']:.4f} over "
+                 f"{result.evidence['threads']} thread(s), fold_failure_rate "
+                 f"{result.evidence['fold_failure_rate']:.4f}]")
+        if runlog is None:
+            return
+        run_id = runlog.start(f"rollout advance {result.share_from:g} -> {result.share_to:g} "
+                              f"--guard {','.join(map(str, guards))}", source=None,
+                              target=f"staged {show_url(url)}", shard=None,
+                              policy=choice.as_json())
+        close_run(_Kept(runlog), run_id, "ok" if result.decision in (
+            "advanced", "reached", "unjudged") else "failed",
+            {"decision": result.decision, "moved": result.moved, "failed": result.failed,
+             "tripped": result.tripped, **result.evidence}, out)
+
+    try:
+        steps = run_advance(
+            lambda share: SummaryMemory(store=url, policy=choice.policy, backend="staged",
+                                        rollout=share),
+            admin.iter_thread_ids, start=start, target=target, step=step, guards=guards,
+            shadow_log=shadow_log, min_threads=min_threads, interval=interval,
+            rollback_on_trip=rollback_on_trip, on_step=record)
+    finally:
+        if runlog is not None:
+            runlog.close()
+        choice.close()
+    last = steps[-1] if steps else None
+    tripped = last is not None and last.decision in ("halted", "rolled_back")
+    reached = start if last is None else \
+        (last.share_from if last.decision == "rolled_back" else last.share_to)
+    out.line(f"rollout at {reached:g} (target {target:g})" +
+             (": a guard tripped" if tripped else ""))
+    out.emit({"command": "rollout advance", "from": start, "to": target, "step": step,
+              "guards": [str(g) for g in guards], "reached": reached, "tripped": tripped,
+              "steps": [s.__dict__ for s in steps]})
+    return 1 if tripped else 0
+
+
+class _Kept:
+    """The run log for ``close_run`` without closing it (one row per step, one log)."""
+
+    def __init__(self, runlog: Any) -> None:
+        self.runlog = runlog
+
+    def finish(self, run_id: str, status: str, counts: dict[str, Any]) -> None:
+        self.runlog.finish(run_id, status, counts)
+
+    def close(self) -> None:
+        """Closed once, by the command."""

@@ -1,0 +1,227 @@
+"""Guarded rollouts: raise the staged share one step at a time and halt (or step back) when
+what the cohort just moved says is wrong — after LaunchDarkly's guarded rollouts.
+
+A step moves the threads the next share assigns to ``middleware`` (each in its own move
+transaction, like ``memshift rollout move``), waits ``interval`` seconds for the application
+to use them, then reads the evidence:
+
+- ``mismatch_rate``: the share of the threads moved by this run that have a *counted* shadow
+  mismatch (one of a class not ignored: ``adapters.diff_classes``) in the shadow log — what the
+  shadow saw while they were still served by classic;
+- ``mismatches``: counted mismatches logged since the run began, on any thread (the shadowed
+  threads still on classic included);
+- ``fold_failure_rate`` / ``fold_failures``: fold records of the moved threads written since
+  the run began that carry an error, over all of them.
+
+Ignored classes never count. A step whose moved threads are fewer than ``min_threads`` is not
+judged (no guard can trip on no data) and says so. Every decision is returned and, on a SQL
+store, recorded in the run log (``memshift history``).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from adapters.errors import ConfigError
+
+__all__ = ["Evidence", "Guard", "Step", "advance", "parse_guards"]
+
+METRICS = ("mismatch_rate", "mismatches", "fold_failure_rate", "fold_failures")
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+_GUARD = re.compile(r"^\s*([a-z_]+)\s*(<=|<|>=|>)\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """``metric op value``: the rollout may go on while it holds."""
+
+    metric: str
+    op: str
+    value: float
+
+    def holds(self, evidence: Evidence) -> bool:
+        return _OPS[self.op](evidence.get(self.metric), self.value)
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+def parse_guards(spec: str) -> list[Guard]:
+    """``"mismatch_rate<0.01,fold_failure_rate<0.05"`` -> guards (a ``ConfigError`` names
+    what is wrong: an unknown metric, a missing bound)."""
+    guards = []
+    for part in filter(str.strip, spec.split(",")):
+        match = _GUARD.match(part)
+        if match is None:
+            raise ConfigError(f"guard {part.strip()!r}: write metric<value, e.g. "
+                              "mismatch_rate<0.01")
+        metric, op, value = match.groups()
+        if metric not in METRICS:
+            raise ConfigError(f"guard {part.strip()!r}: unknown metric {metric!r}; use one of "
+                              f"{', '.join(METRICS)}")
+        guards.append(Guard(metric, op, float(value)))
+    if not guards:
+        raise ConfigError("--guard needs at least one guard, e.g. mismatch_rate<0.01")
+    return guards
+
+
+@dataclass
+class Evidence:
+    threads: int = 0  # threads moved by this run so far (the judged cohort)
+    mismatching_threads: int = 0
+    mismatches: int = 0
+    ignored: int = 0
+    folds: int = 0
+    fold_failures: int = 0
+
+    def get(self, metric: str) -> float:
+        if metric == "mismatch_rate":
+            return self.mismatching_threads / self.threads if self.threads else 0.0
+        if metric == "fold_failure_rate":
+            return self.fold_failures / self.folds if self.folds else 0.0
+        return float(getattr(self, metric))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "mismatch_rate": round(self.get("mismatch_rate"), 6),
+                "fold_failure_rate": round(self.get("fold_failure_rate"), 6)}
+
+
+@dataclass
+class Step:
+    """One step's decision: ``advanced``, ``reached`` (the target), ``unjudged`` (too few
+    threads), ``halted`` or ``rolled_back`` (a guard tripped)."""
+
+    share_from: float
+    share_to: float
+    moved: int
+    failed: int
+    decision: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    tripped: list[str] = field(default_factory=list)
+
+
+def shadow_entries(path: str | None) -> Iterator[dict[str, Any]]:
+    """The readable lines of a shadow log (an unreadable line is skipped: the doctor counts
+    them)."""
+    if not path:
+        return
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("thread_id"), str):
+                yield entry
+
+
+def gather(cohort: set[str], since: str, shadow_log: str | None,
+           folds_of: Callable[[str], list[dict[str, Any]]]) -> Evidence:
+    """The evidence on ``cohort`` (and, for ``mismatches``, every thread since ``since``)."""
+    evidence = Evidence(threads=len(cohort))
+    mismatching: set[str] = set()
+    for entry in shadow_entries(shadow_log):
+        if entry.get("ignored"):
+            evidence.ignored += 1
+            continue
+        if entry["thread_id"] in cohort:
+            mismatching.add(entry["thread_id"])
+        if str(entry.get("at", "")) >= since:
+            evidence.mismatches += 1
+    evidence.mismatching_threads = len(mismatching)
+    for thread_id in cohort:
+        for record in folds_of(thread_id):
+            if str(record.get("at", "")) >= since and record.get("trigger") != "migrated":
+                evidence.folds += 1
+                evidence.fold_failures += bool(record.get("error"))
+    return evidence
+
+
+def shares(start: float, target: float, step: float) -> list[float]:
+    """The shares the rollout passes through, up or down, ending exactly at ``target``."""
+    if not 0 < step <= 1:
+        raise ConfigError(f"--step must be in (0, 1], got {step}")
+    out, share = [], start
+    sign = 1 if target >= start else -1
+    while abs(target - share) > 1e-9:
+        share = min(share + step, target) if sign > 0 else max(share - step, target)
+        out.append(round(share, 9))
+    return out
+
+
+def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Iterable[str]], *,
+            start: float, target: float, step: float, guards: list[Guard],
+            shadow_log: str | None = None, min_threads: int = 1, interval: float = 0.0,
+            rollback_on_trip: bool = False, on_step: Callable[[Step], None] | None = None,
+            sleep: Callable[[float], None] = time.sleep) -> list[Step]:
+    """Walk the share from ``start`` to ``target``. ``memory_at(share)`` opens a staged
+    memory at that share (a context manager); ``thread_ids(memory)`` lists its threads."""
+    if any(g.metric.startswith("mismatch") for g in guards) and not shadow_log:
+        raise ConfigError("a mismatch guard needs the shadow log (--shadow-log FILE or "
+                          "$MEMSHIFT_SHADOW_LOG)")
+    since = datetime.now(timezone.utc).isoformat()
+    forward, backward = ("middleware", "classic") if target >= start else ("classic", "middleware")
+    cohort: set[str] = set()
+    steps: list[Step] = []
+    previous = start
+    for share in shares(start, target, step):
+        with memory_at(share) as memory:
+            moved, failed = _move(memory, thread_ids(memory), forward)
+            cohort |= moved
+            if interval:
+                sleep(interval)
+            from compat.admin import summary_history
+
+            evidence = gather(cohort, since, shadow_log,
+                              lambda tid: summary_history(memory, tid))
+        tripped = [str(g) for g in guards if not g.holds(evidence)]
+        judged = evidence.threads >= min_threads
+        decision = "reached" if share == target else "advanced"
+        if not judged:
+            decision, tripped = "unjudged" if share != target else "reached", []
+        elif tripped or failed:
+            tripped = tripped or [f"{failed} thread(s) failed to move"]
+            decision = "halted"
+            if rollback_on_trip:
+                with memory_at(previous) as back:
+                    _move(back, sorted(moved), backward)
+                cohort -= moved
+                decision = "rolled_back"
+        result = Step(previous, share, len(moved), failed, decision, evidence.as_dict(), tripped)
+        steps.append(result)
+        if on_step is not None:
+            on_step(result)
+        if decision in ("halted", "rolled_back"):
+            break
+        previous = share
+    return steps
+
+
+def _move(memory: Any, thread_ids: Iterable[str], to: str) -> tuple[set[str], int]:
+    """Place the listed threads this memory's share assigns to ``to``; the ids that moved
+    there (a thread with no placement yet lives on classic)."""
+    engine = memory.backend_impl
+    moved: set[str] = set()
+    failed = 0
+    for thread_id in thread_ids:
+        if engine.desired(thread_id) != to:
+            continue
+        before = engine.placement_of(thread_id)
+        if (before.backend if before is not None else "classic") == to:
+            continue
+        try:
+            after = engine.place(thread_id)
+        except Exception:  # noqa: BLE001 - one bad thread never stops the step; counted
+            failed += 1
+            continue
+        if after is not None and after.backend == to:
+            moved.add(thread_id)
+    return moved, failed

@@ -1,0 +1,196 @@
+"""``memshift rollout advance``: guarded steps on a store full of threads. With 5 % of the
+threads diverging in the shadow it halts (or steps back) at the first step; with none, or
+with the divergence of an ignored class, it reaches the target; every decision is in the
+run log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters import MemoryPolicy
+from adapters.staged import share_of
+from compat import SummaryMemory, cli
+from compat.rollout import Evidence, parse_guards, shares
+from compat.testing import filler_turn
+from compat import ConfigError
+
+POLICY = MemoryPolicy(max_tokens=120, keep_tokens=60)
+THREADS = [f"user-{n}" for n in range(80)]
+
+
+def _divergent(rate: float) -> set[str]:
+    """Every 1/rate-th thread in rollout order: each step's cohort holds its share."""
+    if not rate:
+        return set()
+    ordered = sorted(THREADS, key=share_of)
+    return set(ordered[::round(1 / rate)])
+
+
+def _shadowed(url: str, log: Path, diverging: set[str], ignore: tuple[str, ...] = ()) -> None:
+    """The application in shadow for a while: the candidate's view of ``diverging`` threads
+    comes back with padded whitespace (a real shadow, a real log)."""
+    with SummaryMemory(backend="shadow", store=url, policy=POLICY, shadow_log=str(log),
+                       ignore=list(ignore)) as memory:
+        candidate = memory.backend_impl.candidate_backend
+        real = candidate.load
+
+        def load(thread_id: str, *args: Any, **kwargs: Any) -> Any:
+            view = real(thread_id, *args, **kwargs)
+            return replace(view, summary=view.summary + "  ") if thread_id in diverging else view
+
+        candidate.load = load  # type: ignore[method-assign]
+        for thread in THREADS:
+            for i in range(2):
+                memory.save(thread, *filler_turn(thread, i, 8))
+            memory.load(thread)
+        memory.drain(60)
+    log.touch()
+
+
+
+
+def _advance(url: str, log: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict]:
+    code = cli.main(["rollout", "advance", "--store", url, "--to", "0.5", "--step", "0.1",
+                     "--guard", "mismatch_rate<0.01,fold_failure_rate<0.05",
+                     "--shadow-log", str(log), "--json", "--quiet", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _on_middleware(url: str) -> set[str]:
+    with SummaryMemory(backend="staged", store=url, policy=POLICY) as memory:
+        engine = memory.backend_impl
+        return {t for t in THREADS
+                if (p := engine.placement_of(t)) is not None and p.backend == "middleware"}
+
+
+def _history(url: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    assert cli.main(["history", "--store", url, "--json", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)["runs"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, fresh_store) -> str:
+    return fresh_store(request.param)
+
+
+def test_five_percent_divergence_halts_before_the_next_step(url: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "shadow.jsonl"
+    _shadowed(url, log, _divergent(0.05))
+    code, result = _advance(url, log, capsys)
+    assert code == 1 and result["tripped"] and len(result["steps"]) == 1
+    step = result["steps"][0]
+    assert step["decision"] == "halted" and step["tripped"] == ["mismatch_rate<0.01"]
+    assert step["evidence"]["mismatch_rate"] >= 0.05 and result["reached"] == 0.1
+    moved = _on_middleware(url)
+    assert moved and all(share_of(t) < 0.1 for t in moved)  # the first cohort, no further
+    runs = _history(url, capsys)
+    assert any("rollout advance 0 -> 0.1" in r["command"] and r["status"] == "failed"
+               and r["counts"]["decision"] == "halted" for r in runs)
+
+
+def test_rollback_on_trip_moves_the_step_back(url: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "shadow.jsonl"
+    _shadowed(url, log, _divergent(0.05))
+    code, result = _advance(url, log, capsys, "--rollback-on-trip")
+    assert code == 1 and result["steps"][-1]["decision"] == "rolled_back"
+    assert result["reached"] == 0.0 and _on_middleware(url) == set()
+    # every thread still has its memory where it now lives
+    with SummaryMemory(backend="staged", store=url, policy=POLICY) as memory:
+        assert all(memory.load(t).messages or memory.load(t).summary for t in THREADS)
+
+
+def test_no_divergence_reaches_the_target(url: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "shadow.jsonl"
+    _shadowed(url, log, set())
+    code, result = _advance(url, log, capsys)
+    assert code == 0 and not result["tripped"] and result["reached"] == 0.5
+    assert [s["share_to"] for s in result["steps"]] == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert result["steps"][-1]["decision"] == "reached"
+    moved = _on_middleware(url)
+    assert moved == {t for t in THREADS if share_of(t) < 0.5}
+    assert sum(s["moved"] for s in result["steps"]) == len(moved)
+    decisions = [r["counts"]["decision"] for r in _history(url, capsys)
+                 if r["command"].startswith("rollout advance")]
+    assert sorted(decisions) == sorted(["advanced"] * 4 + ["reached"])
+
+
+def test_an_ignored_class_never_trips_a_guard(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    url, log = f"sqlite:///{tmp_path}/app.db", tmp_path / "shadow.jsonl"
+    _shadowed(url, log, _divergent(0.05), ignore=("whitespace",))
+    assert log.read_text()  # the mismatches are recorded, as ignored
+    code, result = _advance(url, log, capsys)
+    assert code == 0 and result["reached"] == 0.5
+
+
+def test_min_threads_leaves_a_thin_step_unjudged(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    url, log = f"sqlite:///{tmp_path}/app.db", tmp_path / "shadow.jsonl"
+    _shadowed(url, log, _divergent(0.05))
+    code, result = _advance(url, log, capsys, "--min-threads", "1000")
+    assert code == 0 and {s["decision"] for s in result["steps"][:-1]} == {"unjudged"}
+
+
+def test_guards_and_steps_are_checked() -> None:
+    assert [str(g) for g in parse_guards("mismatch_rate<0.01, fold_failures<=2")] == \
+        ["mismatch_rate<0.01", "fold_failures<=2"]
+    for bad in ("", "speed<1", "mismatch_rate", "mismatch_rate<x"):
+        with pytest.raises(ConfigError):
+            parse_guards(bad)
+    assert shares(0.0, 0.25, 0.1) == [0.1, 0.2, 0.25] and shares(0.5, 0.2, 0.2) == [0.3, 0.2]
+    assert Evidence(threads=0).get("mismatch_rate") == 0.0
+    assert Evidence(threads=20, mismatching_threads=1).get("mismatch_rate") == 0.05
+
+
+def test_a_mismatch_guard_without_a_shadow_log_is_a_usage_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/app.db"
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        memory.save("t", "q", "a")
+    assert cli.main(["rollout", "advance", "--store", url, "--to", "0.5",
+                     "--guard", "mismatch_rate<0.01", "--quiet"]) == 2
+    assert cli.main(["rollout", "advance", "--store", url, "--to", "0.5",
+                     "--guard", "fold_failures<1", "--quiet"]) == 0
+
+
+def test_fold_failures_of_the_moved_cohort_trip_the_guard(tmp_path: Path) -> None:
+    """The library, with the application at work during each step's interval: the threads
+    just moved fold with a summarizer that fails, and the fold guard halts the rollout."""
+    from compat import admin
+    from compat.rollout import advance
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        for thread in THREADS[:40]:
+            memory.save(thread, *filler_turn(thread, 0, 8))
+
+    class Failing:
+        def summarize(self, summary: str, messages: list) -> str:
+            raise RuntimeError("the model is down")
+
+    def traffic(_seconds: float) -> None:
+        with SummaryMemory(backend="staged", store=url, policy=POLICY, rollout=0.0,
+                           summarizer=Failing()) as app:
+            engine = app.backend_impl
+            for thread in THREADS[:40]:
+                placement = engine.placement_of(thread)
+                if placement is not None and placement.backend == "middleware":
+                    for i in range(1, 8):
+                        try:
+                            app.save(thread, *filler_turn(thread, i, 8))
+                        except Exception:  # noqa: BLE001 - the failing fold, recorded
+                            pass
+
+    steps = advance(lambda share: SummaryMemory(store=url, policy=POLICY, backend="staged",
+                                                rollout=share),
+                    admin.iter_thread_ids, start=0.0, target=1.0, step=0.25,
+                    guards=parse_guards("fold_failure_rate<0.05"), interval=1.0, sleep=traffic)
+    assert steps[-1].decision == "halted" and steps[-1].evidence["fold_failures"] > 0
+    assert len(steps) == 1 and steps[0].tripped == ["fold_failure_rate<0.05"]
