@@ -239,6 +239,21 @@ def inmemory_undo(saver: Any, thread_id: str) -> Any:
     return undo
 
 
+def inmemory_erase(saver: Any, thread_id: str) -> Any:
+    """Remove every checkpoint, write and blob of ``thread_id`` from an ``InMemorySaver``;
+    gives the function that puts them back (a failed transaction's undo)."""
+    storage = saver.storage.pop(thread_id, None)
+    writes = {k: saver.writes.pop(k) for k in [k for k in list(saver.writes) if k[0] == thread_id]}
+    blobs = {k: saver.blobs.pop(k) for k in [k for k in list(saver.blobs) if k[0] == thread_id]}
+
+    def undo() -> None:
+        if storage is not None:
+            saver.storage[thread_id] = storage
+        saver.writes.update(writes)
+        saver.blobs.update(blobs)
+    return undo
+
+
 def _versions_of(saver: Any, typed: Any) -> dict[str, Any]:
     return saver.serde.loads_typed(typed).get("channel_versions", {})
 

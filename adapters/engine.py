@@ -362,6 +362,8 @@ class MemoryEngine(Engine):
             if expect_last_id is not None and (yield self._run(tx, self.store.last_ids, 1)) \
                     != ([expect_last_id] if expect_last_id else []):
                 return False
+            if record.replace and self.owns_transcript:  # a mirror leaves the store alone
+                yield self._run(tx, self.store.erase, False)
             if self.owns_transcript:
                 yield self._run(tx, self.store.append_transcript,
                                 self.folder.for_transcript(record.transcript))

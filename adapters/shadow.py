@@ -212,6 +212,15 @@ class ShadowEngine(Engine):
             except Exception:  # a broken publisher never breaks a request
                 logger.exception("on_mismatch callback failed")
 
+    def forget_mismatches(self, thread_id: str) -> int:
+        """Drop the thread's recorded mismatches (erasure: their diffs quote its text)."""
+        with self._guard:
+            kept = [m for m in self._mismatches if m.thread_id != thread_id]
+            removed = len(self._mismatches) - len(kept)
+            self._mismatches[:] = kept
+            self._turns.pop(thread_id, None)
+        return removed
+
     # -- the candidate worker ----------------------------------------------------------------
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:

@@ -174,6 +174,10 @@ class ThreadRecord:
     window: list[BaseMessage]
     folds: int = 0
     transcript: list[BaseMessage] = field(default_factory=list)
+    # erasure: everything stored for the thread in the store it is written to (transcript,
+    # both backends' state, every checkpoint, fold records) is deleted first, in the same
+    # transaction, so the record replaces it
+    replace: bool = False
 
 
 def compare_views(a: MemoryView, b: MemoryView) -> list[str]:

@@ -6,7 +6,7 @@ policy); the ``memshift`` commands call these very functions (as Alembic's comma
 writes (``restore_thread``), summaries rebuilt from the transcript (``rebuild``,
 ``resummarize``), fold records (``summary_history``), thread listing (``thread_ids``,
 ``iter_thread_ids``, ``last_transcript_id``), opening a store read-only (``open_read_only``)
-and ``reopen``.
+``reopen``, and erasure (``forget``: ``compat.erasure``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from compat._turns import check_thread_id
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["Rebuild", "iter_thread_ids", "last_transcript_id", "open_read_only", "pin",
+__all__ = ["Rebuild", "forget", "iter_thread_ids", "last_transcript_id", "open_read_only", "pin",
            "placement", "read_only_memory", "rebuild", "reopen", "restore_thread",
            "resummarize", "summary_history", "thread_ids", "unpin"]
 
@@ -47,6 +47,15 @@ def placement(memory: SummaryMemory, thread_id: str) -> Placement | None:
     """Where the thread lives (backend, version, since, pinned); ``None`` before its first
     save."""
     return memory.backend_impl.placement_of(check_thread_id(thread_id))
+
+
+def forget(memory: SummaryMemory, thread_id: str, match: str | None = None,
+           **options: Any) -> Any:
+    """Erase the thread, or its messages holding ``match``, everywhere the memory keeps it
+    (``compat.erasure.forget``: options ``dry_run``, ``shadow_logs``, ``llm``, ``compact``)."""
+    from compat.erasure import forget as erase
+
+    return erase(memory, thread_id, match, **options)
 
 
 # -- whole states -----------------------------------------------------------------------------

@@ -215,6 +215,13 @@ class SummaryMemory(StockSurface, BaseMemory):
         with store.guard("transcript"):
             return store.transcript(tid)
 
+    def forget(self, thread_id: str, match: str | None = None, **options: Any) -> Any:
+        """Erase the thread (or, with ``match``, its messages holding that text) from every
+        store, checkpoint, fold record and shadow log; ``compat.erasure.forget``."""
+        from compat.erasure import forget
+
+        return forget(self, thread_id, match, **options)
+
     def chat_history(self, session_id: str) -> MemshiftChatHistory:
         """For ``RunnableWithMessageHistory(get_session_history=memory.chat_history)``."""
         from compat._histories import MemshiftChatHistory

@@ -34,6 +34,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from adapters.errors import StoreError
 from adapters.io import IO
 
 __all__ = ["CAPABILITIES", "Checkpoints", "ClassicSnapshot", "ClassicState", "Placement",
@@ -153,6 +154,9 @@ class Checkpoints(ABC):
         """Every checkpoint, write and blob of ``source`` under the transaction's thread."""
         raise NotImplementedError
 
+    def erase(self, tx: Tx) -> None:
+        """Delete every checkpoint of the thread, its writes and blobs (erasure)."""
+        raise StoreError("this store cannot erase a thread's checkpoints")
 
     def close(self) -> None:
         """Release the standalone checkpointer's connections."""
@@ -249,6 +253,13 @@ class Store(ABC):
     @abstractmethod
     def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
         """Persist one fold record, in the transaction that writes the state it describes."""
+
+    def erase(self, tx: Tx, placement: bool) -> int:
+        """Delete everything of the thread in this store — transcript, both backends' state
+        (every retained checkpoint), fold records, and with ``placement`` its placement — in
+        ``tx``. Gives the number of transcript messages deleted. Stores that cannot erase
+        say so (``StoreError``), never half-erase."""
+        raise StoreError(f"{type(self).__name__} cannot erase threads")
 
     @abstractmethod
     def transcript_in(self, tx: Tx) -> list[BaseMessage]:

@@ -76,6 +76,7 @@ SQLITE = {
              "WHERE thread_id = :t" for t, cols in COLUMNS["sqlite"]],
     "run_threads": "SELECT DISTINCT thread_id FROM checkpoints WHERE " + _S_RUN.format(a=""),
     "delta": "SELECT " + _S_DELTA,
+    "erase": [f"DELETE FROM {t} WHERE thread_id = :t" for t, _ in COLUMNS["sqlite"]],
 }
 
 # -- PostgreSQL (pyformat; metadata and checkpoint are jsonb) ---------------------------------
@@ -124,6 +125,7 @@ POSTGRES = {
              "WHERE thread_id = %(t)s ON CONFLICT DO NOTHING" for t, cols in COLUMNS["postgresql"]],
     "run_threads": "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%(runs)s)",
     "delta": "SELECT " + _P_DELTA,
+    "erase": [f"DELETE FROM {t} WHERE thread_id = %(t)s" for t, _ in COLUMNS["postgresql"]],
 }
 
 
@@ -174,3 +176,7 @@ class SqlCheckpointOps:
     def copy_from(self, tx: Tx, source: str) -> None:
         """Every checkpoint, write and blob of ``source`` under ``tx``'s thread."""
         self._execute(tx, self._sql()["copy"], {"t": source, "target": tx.thread_id})
+
+    def erase(self, tx: Tx) -> None:
+        """Every checkpoint, write and blob of the thread (erasure: ``Store.erase``)."""
+        self._execute(tx, self._sql()["erase"], self._params(tx))

@@ -170,6 +170,10 @@ class _MemoryCheckpoints(Checkpoints):
     def copy_from(self, tx: Tx, source: str) -> None:
         _up.inmemory_copy(self._saver, source, tx.thread_id)
 
+    def erase(self, tx: Tx) -> None:
+        assert isinstance(tx, MemoryTx)
+        tx.undo.append(_up.inmemory_erase(self._saver, tx.thread_id))
+
 
 class MemoryStore(Store, Placements, Reads):
     """Everything in this process; gone when it exits."""
@@ -258,6 +262,24 @@ class MemoryStore(Store, Placements, Reads):
             records.append(dict(record))
             assert isinstance(tx, MemoryTx)
             tx.undo.append(lambda: records.__delitem__(-1))
+
+    def erase(self, tx: Tx, placement: bool) -> int:
+        assert isinstance(tx, MemoryTx)
+        tid = tx.thread_id
+        with self._guard:
+            kept = (self._transcripts.pop(tid, None), self._transcript_ids.pop(tid, None),
+                    self._folds.pop(tid, None),
+                    self._placements.pop(tid, None) if placement else None)
+
+            def undo() -> None:
+                for table, value in zip((self._transcripts, self._transcript_ids, self._folds,
+                                         self._placements), kept):
+                    if value is not None:
+                        table[tid] = value  # type: ignore[index]
+            tx.undo.append(undo)
+            self.classic.clear(tx)
+            self.checkpoints.erase(tx)
+        return len(kept[0] or ())
 
     def placement(self, tx: Tx) -> Placement | None:
         with self._guard:

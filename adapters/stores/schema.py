@@ -18,13 +18,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from sqlalchemy import (
     BigInteger, Boolean, Column, Float, Index, Integer, MetaData, Table, Text, UniqueConstraint,
-    bindparam, delete, false, literal_column, select, union_all,
+    bindparam, delete, false, func, literal_column, select, union_all,
 )
 
 from adapters.errors import corrupt
 from adapters.stores.base import Placement
 
-__all__ = ["DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "INSERT_FOLD", "INSERT_WINDOW",
+__all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "ERASE_FOLDS",
+           "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
            "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
            "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
 
@@ -81,6 +82,12 @@ INSERT_WINDOW = window_table.insert().values(session_id=bindparam("tid"),
 DELETE_WINDOW = delete(window_table).where(window_table.c.session_id == bindparam("tid"))
 DELETE_FOLDED = DELETE_WINDOW.where(window_table.c.id <= bindparam("upto"))
 DELETE_CLASSIC = delete(classic_table).where(classic_table.c.thread_id == bindparam("tid"))
+# erasure (``Store.erase``): every memshift row of a thread
+ERASE_TRANSCRIPT = delete(transcript_table).where(transcript_table.c.thread_id == bindparam("tid"))
+ERASE_FOLDS = delete(folds_table).where(folds_table.c.thread_id == bindparam("tid"))
+ERASE_PLACEMENT = delete(placement_table).where(placement_table.c.thread_id == bindparam("tid"))
+COUNT_TRANSCRIPT = select(func.count()).select_from(transcript_table).where(
+    transcript_table.c.thread_id == bindparam("tid"))
 INSERT_FOLD = folds_table.insert().values(thread_id=bindparam("tid"), record=bindparam("record"))
 LAST_IDS = (select(transcript_table.c.message_id)
             .where(transcript_table.c.thread_id == bindparam("tid"))

@@ -27,7 +27,8 @@ from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.schema import (
-    DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
+    COUNT_TRANSCRIPT, DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, ERASE_FOLDS, ERASE_PLACEMENT,
+    ERASE_TRANSCRIPT, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
     READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, load_message,
     load_placement, load_record, metadata, placement_table, transcript_table,
 )
@@ -300,6 +301,20 @@ class SqlStore(AsyncDriver, Placements, Reads):
                                  .where(transcript_table.c.thread_id == tx.thread_id)
                                  .order_by(transcript_table.c.id))
         return [load_message(r[0], tx.thread_id, "memshift_transcript", r[1]) for r in rows]
+
+    def erase(self, tx: Tx, placement: bool) -> int:
+        """``Store.erase`` in SQL: memshift's rows and LangGraph's checkpoint tables, in the
+        thread's transaction (``_before_erase``: SQLite zeroes what it deletes)."""
+        self._before_erase(tx)
+        (count,) = self.fetch(tx, COUNT_TRANSCRIPT, {"tid": tx.thread_id})[0]
+        for stmt in (ERASE_TRANSCRIPT, ERASE_FOLDS, *((ERASE_PLACEMENT,) if placement else ())):
+            self.send(tx, stmt, {"tid": tx.thread_id})
+        self.classic.clear(tx)
+        self.checkpoints.erase(tx)
+        return int(count)
+
+    def _before_erase(self, tx: Tx) -> None:
+        """A dialect's preparation for deleting content for good."""
 
     def transcript(self, thread_id: str) -> list[BaseMessage]:
         with self.guard("read transcript"), self.engine.connect() as conn:

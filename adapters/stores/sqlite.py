@@ -224,6 +224,27 @@ class SqliteStore(SqlStore):
     def _lock(self, conn: Connection, thread_id: str) -> None:
         """``BEGIN IMMEDIATE`` (in the begin event) already holds SQLite's one writer lock."""
 
+    def _before_erase(self, tx: Tx) -> None:
+        """Deleted content is overwritten with zeros, not left in free pages (``compact``
+        then drops the pages older deletes left behind)."""
+        _conn(tx).exec_driver_sql("PRAGMA secure_delete = ON")
+
+    def compact(self) -> None:
+        """Rewrite the file without free pages and empty the write-ahead log, so no deleted
+        content stays in either (``VACUUM``, then ``wal_checkpoint(TRUNCATE)``)."""
+        with self.guard("compact"), _file_lock(str(self.path) + ".memshift-lock", self.follow):
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                _pragmas(conn)
+                conn.execute("PRAGMA secure_delete = ON")
+                conn.execute("VACUUM")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.close()
+        if busy:
+            raise StoreError(f"compact {self.url}: a reader kept the write-ahead log busy; "
+                             "run it again when the store is quiet")
+
     def placement(self, tx: Tx) -> Placement | None:
         """Read on the driver's own connection (inside the transaction): every load and save
         asks it, and SQLAlchemy's statement machinery would cost more than the query."""

@@ -1,7 +1,7 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
 One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
-``rollout``, ``history``, ``doctor``, ``schema``), each parsing options and calling library functions;
+``rollout``, ``history``, ``doctor``, ``schema``, ``forget``), each parsing options and calling library functions;
 this module holds the root group, ``--version`` and the one place errors become exit codes
 and one-line messages.
 """
@@ -70,9 +70,10 @@ def _register() -> None:
     from compat.cli.migrate import migrate_command
     from compat.cli.rollout import rollout
     from compat.cli.schema import schema
+    from compat.cli.forget import forget
 
     for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
-                    doctor, schema):
+                    doctor, schema, forget):
         root.add_command(command)
 
 

@@ -1,0 +1,244 @@
+"""Erasure: a user's right to be forgotten, reaching every copy memshift keeps.
+
+``forget(memory, thread_id)`` deletes the thread from every store the memory uses — the
+transcript, both backends' state (the classic window and summary, every retained LangGraph
+checkpoint with its writes and blobs), fold records, the placement — and from shadow logs and
+a live shadow's recorded mismatches. ``forget(..., match=TEXT)`` removes only the messages
+whose text contains ``TEXT``: the thread's memory is rebuilt from the rest of its transcript
+(the summarizer runs first, with no lock held), then one transaction of the thread's home
+store deletes everything it held and writes the rebuilt transcript, state and an audit fold
+record together, compare-and-set on the newest message (a turn saved meanwhile makes it start
+again). Copies in other stores are deleted first. On SQLite the file is then compacted
+(``VACUUM`` and an emptied write-ahead log), so the bytes are gone from disk, not only from
+the tables. The audit (a run-log row on SQL stores, the fold record) names the thread by a
+hash and never holds the erased text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from adapters.errors import ConfigError, StoreError
+from adapters.stores.base import Placements, Store, require
+from compat._turns import check_thread_id
+
+if TYPE_CHECKING:
+    from compat.memory import SummaryMemory
+
+__all__ = ["ForgetReport", "NothingToForget", "forget", "thread_hash"]
+
+logger = logging.getLogger("memshift.erasure")
+ATTEMPTS = 3
+
+
+class NothingToForget(ConfigError):
+    """No store of the memory holds the thread: nothing was erased (a mistyped id must not
+    look like a served erasure request)."""
+
+
+def thread_hash(thread_id: str) -> str:
+    """How audits name a thread: its id may itself be personal data."""
+    return hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass
+class ForgetReport:
+    thread: str  # thread_hash(thread_id)
+    whole: bool  # the whole thread (no match), or the matching messages
+    dry_run: bool
+    messages_removed: int = 0
+    messages_kept: int = 0
+    stores: int = 0  # stores that held something of the thread
+    rebuilt_folds: int | None = None  # the rebuilt summary's folds (match), else None
+    shadow_lines_removed: int = 0
+    mismatches_removed: int = 0
+    compacted: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def text_of(message: BaseMessage) -> str:
+    """Everything of a message a match can be found in: its text parts and tool-call args."""
+    content = message.content
+    parts = [content] if isinstance(content, str) else [
+        p if isinstance(p, str) else json.dumps(p, ensure_ascii=False) for p in content]
+    if isinstance(message, AIMessage) and message.tool_calls:
+        parts.append(json.dumps([c.get("args") for c in message.tool_calls], ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
+           dry_run: bool = False, shadow_logs: Iterable[str] = (), llm: Any = None,
+           compact: bool = True) -> ForgetReport:
+    """Erase the thread, or (``match``) the messages containing ``match``, everywhere the
+    memory keeps it (module docstring). ``NothingToForget`` when no store holds the thread."""
+    tid = check_thread_id(thread_id)
+    if match is not None and not match:
+        raise ConfigError("match must be a non-empty text (omit it to forget the whole thread)")
+    engine = memory.backend_impl
+    where = engine.locate(tid, move=False)
+    home = require(where.store, "reads", "forget")
+    others = [s for s in engine.stores() if s is not home]
+    report = ForgetReport(thread_hash(tid), match is None, dry_run)
+    logs = _shadow_logs(memory, shadow_logs)
+    for _ in range(ATTEMPTS):
+        transcript = home.transcript(tid)
+        held = [s for s in (home, *others) if _holds(s, tid, s is home and bool(transcript))]
+        if not held:
+            raise NothingToForget(f"no store of this memory holds thread {tid!r}; nothing was "
+                                  "erased")
+        report.stores = len(held)
+        if match is None:
+            report.messages_removed = len(transcript)
+            if not dry_run:
+                for store in held:
+                    _erase(store, tid, placement=True)
+            break
+        gone = [m for m in transcript if match in text_of(m)]
+        kept = [m for m in transcript if match not in text_of(m)]
+        report.messages_removed, report.messages_kept = len(gone), len(kept)
+        if dry_run:
+            break
+        for store in others:
+            if store in held:
+                _erase(store, tid, placement=False)
+        if not kept:
+            _erase(home, tid, placement=False)
+            break
+        if _rewrite(memory, where, tid, transcript, kept, report, llm):
+            break
+    else:
+        raise StoreError(f"forget gave up after {ATTEMPTS} attempts: the thread kept receiving "
+                         "turns; retry when it is quiet")
+    if not dry_run:
+        report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
+        report.mismatches_removed = _drop_mismatches(engine, tid)
+        if compact:
+            report.compacted = [s.url for s in held if hasattr(s, "compact")]
+            for store in held:
+                if hasattr(store, "compact"):
+                    store.compact()
+        _audit(memory, report)
+    return report
+
+
+def _holds(store: Store, tid: str, has_transcript: bool) -> bool:
+    """Whether the store keeps anything of the thread (transcript, placement, state)."""
+    if has_transcript:
+        return True
+    with store.guard("forget"), store.transaction(tid, write=False) as tx:
+        classic = store.classic.read(tx)
+        placed = isinstance(store, Placements) and store.placement(tx) is not None
+        if placed or classic.window or classic.summary:
+            return True
+        saver = store.checkpoints.saver(tx)
+        return saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ""}}) is not None
+
+
+def _erase(store: Store, tid: str, placement: bool) -> int:
+    with store.guard("forget"), store.transaction(tid) as tx:
+        return store.erase(tx, placement)
+
+
+def _rewrite(memory: SummaryMemory, where: Any, tid: str, transcript: Sequence[BaseMessage],
+             kept: list[BaseMessage], report: ForgetReport, llm: Any) -> bool:
+    """The rebuilt thread replaces what the home store held, in one compare-and-set
+    transaction with its audit fold record; ``False`` when a turn arrived meanwhile."""
+    from adapters.summarizer import summarizer_name
+    from compat._rebuild import rebuild_fold_record, rebuild_record, summarizer_for
+
+    policy = memory.active_policy
+    summarizer = summarizer_for(memory, policy, llm)
+    started = time.perf_counter()
+    record = rebuild_record(memory, tid, kept, policy, summarizer, backend=where.backend)
+    audit = rebuild_fold_record(tid, kept, record, policy, trigger="forget",
+                                summarizer=summarizer_name(summarizer),
+                                backend=where.backend, started=started)
+    report.rebuilt_folds = record.folds
+    return bool(where.engine.restore(replace(record, replace=True),
+                                     expect_last_id=transcript[-1].id or "", fold_record=audit))
+
+
+def _shadow_logs(memory: SummaryMemory, extra: Iterable[str]) -> list[str]:
+    paths = [*extra]
+    configured = memory.shadow.log if memory.shadow is not None else None
+    for path in (configured, os.environ.get("MEMSHIFT_SHADOW_LOG")):
+        if path and path not in paths:
+            paths.append(path)
+    return [p for p in paths if Path(p).is_file()]
+
+
+def _scrub_log(path: str, tid: str, match: str | None) -> int:
+    """Rewrite a shadow log without the thread's lines (a diff may quote any of its text,
+    cut at 80 characters: every line of the thread goes, and any other line holding
+    ``match``). Atomic: a temporary file in the same folder replaces it."""
+    source = Path(path)
+    kept, removed = [], 0
+    with source.open(encoding="utf-8", errors="surrogateescape") as log:
+        for line in log:
+            try:
+                entry = json.loads(line)
+                mine = isinstance(entry, dict) and entry.get("thread_id") == tid
+            except ValueError:
+                mine = False
+            if mine or tid in line or (match is not None and match in line):
+                removed += 1
+            else:
+                kept.append(line)
+    if removed:
+        fd, scratch = tempfile.mkstemp(dir=source.parent, prefix=".memshift-forget-")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as out:
+            out.writelines(kept)
+        os.chmod(scratch, source.stat().st_mode & 0o777)
+        os.replace(scratch, source)
+    return removed
+
+
+def _drop_mismatches(engine: Any, tid: str) -> int:
+    """A live shadow's recorded mismatches of the thread (their diffs quote its text)."""
+    removed, seen, todo = 0, set(), [engine]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if hasattr(current, "forget_mismatches"):
+            removed += current.forget_mismatches(tid)
+        children = getattr(current, "engines", None)  # a method (shadow) or a dict (staged)
+        todo.extend(children() if callable(children) else
+                    children.values() if isinstance(children, dict) else ())
+    return removed
+
+
+def _audit(memory: SummaryMemory, report: ForgetReport) -> None:
+    """A run-log row (SQL stores): the thread's hash and the counts, never the text."""
+    logger.info("forget thread=%s whole=%s removed=%d kept=%d stores=%d", report.thread,
+                report.whole, report.messages_removed, report.messages_kept, report.stores)
+    url = memory.store if isinstance(memory.store, str) else None
+    if not url or url.partition("?")[0] in ("memory", "memory://"):
+        return
+    from adapters import redact_url
+    from compat.runlog import RunLog
+
+    runlog = RunLog.open(url, redact_url(url))
+    if runlog is None:
+        return
+    try:
+        run_id = runlog.start(f"forget {'thread' if report.whole else 'matching messages'} "
+                              f"{report.thread}", source=None, target=redact_url(url),
+                              shard=None, policy=None)
+        runlog.finish(run_id, "ok", report.as_dict())
+    finally:
+        runlog.close()
