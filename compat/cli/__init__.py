@@ -1,7 +1,7 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
 One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
-``rollout``, ``history``, ``doctor``, ``schema``), each parsing options and calling library functions;
+``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``), each parsing options and calling library functions;
 this module holds the root group, ``--version`` and the one place errors become exit codes
 and one-line messages.
 """
@@ -63,6 +63,7 @@ def root() -> None:
 
 
 def _register() -> None:
+    from compat.cli.codemod import codemod
     from compat.cli.history import history
     from compat.cli.replay import replay
     from compat.cli.doctor import doctor
@@ -72,7 +73,7 @@ def _register() -> None:
     from compat.cli.schema import schema
 
     for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
-                    doctor, schema):
+                    doctor, schema, codemod):
         root.add_command(command)
 
 
