@@ -207,3 +207,15 @@ def test_without_libcst_the_command_names_the_extra(tmp_path: Path) -> None:
                         env={"PYTHONPATH": f"{tmp_path / 'shim'}{os.pathsep}{ROOT}"})
     assert "pip install 'memshift[codemod]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs the patch tool")
+def test_the_diff_applies_with_patch(tmp_path: Path) -> None:
+    """What ``--diff`` prints is a patch: applied, it gives what ``--write`` gives."""
+    repo = _repo(tmp_path)
+    done = run_memshift("codemod", ".", cwd=repo, check=0)
+    subprocess.run(["patch", "-p0", "--quiet"], input=done.stdout, text=True, cwd=repo,
+                   check=True, timeout=60)
+    for case in CASES:
+        assert (repo / case).read_text(encoding="utf-8") == (
+            FIXTURES / f"{case}.out").read_text(encoding="utf-8"), case

@@ -210,7 +210,8 @@ def _has_facade_module_import(tree: cst.Module) -> bool:
 
 class _Tidy(cst.CSTTransformer):
     """Pass 2: drop the module imports that only supplied rewritten uses; add ``import compat``
-    once, where the first of them was."""
+    where each of them was (once at module level), so every scope that had the module name
+    has the facade's."""
 
     def __init__(self, suppliers: set[str], used: set[str], need_facade: bool,
                  where: dict[str, tuple[int, int]]) -> None:
@@ -220,6 +221,15 @@ class _Tidy(cst.CSTTransformer):
         self.need_facade = need_facade
         self.where = where
         self.changes: list[Change] = []
+        self.depth = 0  # inside a def, class, if or try: each supplier there gets its own
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.depth += 1
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        self.depth -= 1
+        return updated_node
 
     def _record(self, old: cst.CSTNode, new: str) -> None:
         line, col = self.where.get(_code(old).strip(), (0, 0))
@@ -248,7 +258,8 @@ class _Tidy(cst.CSTTransformer):
                 continue
             keep = [a for a, b in zip(aliases, bound) if b not in self.unused]
             facade = self.need_facade
-            self.need_facade = False
+            if self.depth == 0:  # one ``import compat`` at module level is enough
+                self.need_facade = False
             if keep:
                 if aliases[-1] not in keep:
                     keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
