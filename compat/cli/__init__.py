@@ -1,8 +1,8 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
 One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
-``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``), each parsing options and calling library functions;
-this module holds the root group, ``--version`` and the one place errors become exit codes
+``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``), each parsing options and
+calling library functions; this module holds the root group, ``--version`` and the one place errors become exit codes
 and one-line messages.
 """
 
@@ -59,6 +59,7 @@ def root() -> None:
     \b
     Start with:  memshift replay examples/conversations/long_multithread.jsonl
     Then:        memshift migrate --dry-run ...   and   memshift history --store URL
+    Your code:   memshift codemod src/   (a diff of the import swap; --write applies it)
     """
 
 

@@ -21,9 +21,11 @@ __all__ = ["codemod"]
 @output_options
 def codemod(paths: tuple[str, ...], mode: str, as_json: bool, output: str | None,
             quiet: bool, **_: Any) -> int:
-    """Rewrite imports and uses of ConversationSummaryBufferMemory (langchain_classic.memory,
-    langchain.memory, ...summary_buffer) to memshift's compat.SummaryMemory, keeping aliases,
-    comments and formatting.
+    """Swap ConversationSummaryBufferMemory imports for memshift's SummaryMemory.
+
+    Rewrites imports and qualified uses from langchain_classic.memory, langchain.memory and
+    their summary_buffer module (PATHS: files or folders), keeping aliases, comments and
+    formatting; a second run after --write changes nothing.
 
     Also reports what a tool cannot decide (file:line:col on stderr): call sites that will need
     a thread id on a persistent store, keywords SummaryMemory refuses, star imports, files that
