@@ -219,3 +219,55 @@ def test_the_diff_applies_with_patch(tmp_path: Path) -> None:
     for case in CASES:
         assert (repo / case).read_text(encoding="utf-8") == (
             FIXTURES / f"{case}.out").read_text(encoding="utf-8"), case
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("if x: from langchain_classic.memory import ConversationBufferMemory, "
+     "ConversationSummaryBufferMemory\n",
+     "if x: from langchain_classic.memory import ConversationBufferMemory; "
+     "from compat import SummaryMemory as ConversationSummaryBufferMemory\n"),
+    ("if x: import langchain_classic.memory as lcm  # c\nm = lcm.ConversationSummaryBufferMemory()\n",
+     "if x: import compat  # c\nm = compat.SummaryMemory()\n"),
+    ("import os; import langchain_classic.memory as lcm; import sys\n"
+     "m = lcm.ConversationSummaryBufferMemory()\n",
+     "import os; import compat; import sys\nm = compat.SummaryMemory()\n"),
+    ("import langchain_classic.memory, os\n"
+     "m = langchain_classic.memory.ConversationSummaryBufferMemory()\n",
+     "import os\nimport compat\nm = compat.SummaryMemory()\n"),
+    ("import compat\nimport langchain_classic.memory as lcm\nm = lcm.ConversationSummaryBufferMemory()\n",
+     "import compat\nm = compat.SummaryMemory()\n"),
+    ("def f():\n    import langchain_classic.memory as lcm\n"
+     "    return lcm.ConversationSummaryBufferMemory()\n"
+     "import langchain_classic.memory as lcm2\nx = lcm2.ConversationSummaryBufferMemory\n",
+     "def f():\n    import compat\n    return compat.SummaryMemory()\n"
+     "import compat\nx = compat.SummaryMemory\n"),
+    ("import langchain_classic\nm = langchain_classic.memory.ConversationSummaryBufferMemory()\n",
+     "import compat\nm = compat.SummaryMemory()\n"),
+    # a name still written is kept imported (the check is by name, not by flow)
+    ("from langchain_classic import memory\nmemory = memory.ConversationSummaryBufferMemory()\n",
+     "from langchain_classic import memory\nimport compat\nmemory = compat.SummaryMemory()\n"),
+    ("from langchain_classic.memory import ConversationSummaryBufferMemory\r\n"
+     "m = ConversationSummaryBufferMemory()\r\n",
+     "from compat import SummaryMemory as ConversationSummaryBufferMemory\r\n"
+     "m = ConversationSummaryBufferMemory()\r\n"),
+    ("from .memory import ConversationSummaryBufferMemory\n",
+     "from .memory import ConversationSummaryBufferMemory\n"),  # the app's own module
+])
+def test_statement_shapes(source: str, expected: str) -> None:
+    result = codemod_source(source)
+    assert result.new_source == expected
+    compile(result.new_source, "<rewritten>", "exec")
+    assert codemod_source(expected).new_source == expected
+
+
+def test_findings_follow_the_thread_key_and_non_literal_stores() -> None:
+    source = ("from compat import SummaryMemory\n"
+              "m = SummaryMemory(store=url, thread_key='session')\n"
+              "m.save_context({'input': 'q', 'session': s}, {'output': 'a'})\n"
+              "m.save_context(dict(input='q'), {'output': 'a'})\n"
+              "m.load_memory_variables(inputs)\n")
+    notes = [(f.line, f.kind, f.message) for f in codemod_source(source).findings]
+    assert [(line, kind) for line, kind, _ in notes] == [
+        (2, "thread-id"), (4, "thread-id"), (5, "thread-id")]
+    assert "if it names a persistent store" in notes[0][2]
+    assert "'session'" in notes[1][2] and "may lack" in notes[2][2]

@@ -95,6 +95,9 @@ def _facade_import(aliases: Sequence[tuple[str, str]]) -> cst.ImportFrom:
     return cst.ImportFrom(module=cst.Name(FACADE_MODULE), names=names)
 
 
+_FACADE_IMPORT = cst.Import(names=[cst.ImportAlias(name=cst.Name(FACADE_MODULE))])
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
@@ -172,6 +175,18 @@ class _Swap(cst.CSTTransformer):
         self._after = []
         return cst.FlattenSentinel([updated_node, *after])
 
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
+                                   updated_node: cst.SimpleStatementSuite
+                                   ) -> cst.SimpleStatementSuite:
+        """``if x: from … import A, C``: the facade import joins the same line."""
+        if not self._after:
+            return updated_node
+        body = [*updated_node.body[:-1],
+                updated_node.body[-1].with_changes(semicolon=cst.Semicolon(
+                    whitespace_after=cst.SimpleWhitespace(" "))), *self._after]
+        self._after = []
+        return updated_node.with_changes(body=body)
+
 
 class _Names(cst.CSTVisitor):
     """Every name used outside import statements."""
@@ -241,11 +256,13 @@ class _Tidy(cst.CSTTransformer):
         name = dotted(alias.name) or ""
         return name if from_import else name.split(".")[0]
 
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
-                                  updated_node: cst.SimpleStatementLine) -> Any:
+    def _body(self, smalls: Sequence[cst.BaseSmallStatement], nested: bool
+              ) -> tuple[list[cst.BaseSmallStatement], bool]:
+        """The statements with unused supplier aliases dropped, and whether an ``import
+        compat`` must follow them."""
         body: list[cst.BaseSmallStatement] = []
         add = False
-        for small in updated_node.body:
+        for small in smalls:
             if not isinstance(small, (cst.Import, cst.ImportFrom)) or isinstance(
                     small.names, cst.ImportStar):
                 body.append(small)
@@ -258,7 +275,7 @@ class _Tidy(cst.CSTTransformer):
                 continue
             keep = [a for a, b in zip(aliases, bound) if b not in self.unused]
             facade = self.need_facade
-            if self.depth == 0:  # one ``import compat`` at module level is enough
+            if not nested:  # one ``import compat`` at module level is enough
                 self.need_facade = False
             if keep:
                 if aliases[-1] not in keep:
@@ -270,10 +287,15 @@ class _Tidy(cst.CSTTransformer):
                     self._record(small, _code(kept).strip()
                                  + (f"\nimport {FACADE_MODULE}" if facade else ""))
             elif facade:
-                body.append(cst.Import(names=[cst.ImportAlias(name=cst.Name(FACADE_MODULE))]))
+                body.append(_FACADE_IMPORT)
                 self._record(small, f"import {FACADE_MODULE}")
             else:
                 self._record(small, "")
+        return body, add
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine) -> Any:
+        body, add = self._body(updated_node.body, self.depth > 0)
         if not body:
             return cst.RemoveFromParent()
         line = updated_node.with_changes(body=[
@@ -281,9 +303,18 @@ class _Tidy(cst.CSTTransformer):
             for i, s in enumerate(body)])
         if not add:
             return line
-        facade_line = cst.SimpleStatementLine(body=[
-            cst.Import(names=[cst.ImportAlias(name=cst.Name(FACADE_MODULE))])])
-        return cst.FlattenSentinel([line, facade_line])
+        return cst.FlattenSentinel([line, cst.SimpleStatementLine(body=[_FACADE_IMPORT])])
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
+                                   updated_node: cst.SimpleStatementSuite) -> Any:
+        body, add = self._body(updated_node.body, True)  # ``if x: import …`` is nested
+        body = body + [_FACADE_IMPORT] if add else body
+        if not body:
+            body = [cst.Pass()]
+        return updated_node.with_changes(body=[
+            s.with_changes(semicolon=cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" ")))
+            if i < len(body) - 1 else s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            for i, s in enumerate(body)])
 
 
 @dataclass
