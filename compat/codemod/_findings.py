@@ -90,7 +90,7 @@ class _Find(cst.CSTVisitor):
             return
         for alias in node.names:
             name = dotted(alias.name)
-            bound = dotted(alias.asname.name if alias.asname else alias.name)  # type: ignore[arg-type]
+            bound = dotted(alias.asname.name if alias.asname else alias.name)
             if ((module in SOURCE_MODULES and name in TAKEN_OVER)
                     or (module == FACADE_MODULE and name in TAKEN_OVER.values())):
                 self.classes.add(bound or "")

@@ -57,7 +57,7 @@ def module_bindings(tree: cst.Module) -> dict[str, str]:
                 if not _is_source_or_parent(name):
                     continue
                 if alias.asname is not None:
-                    found[dotted(alias.asname.name) or ""] = name  # type: ignore[arg-type]
+                    found[dotted(alias.asname.name) or ""] = name
                 else:
                     found[name.split(".")[0]] = name.split(".")[0]
 
@@ -69,7 +69,7 @@ def module_bindings(tree: cst.Module) -> dict[str, str]:
                 name = f"{base}.{dotted(alias.name)}"
                 if _is_source_or_parent(name):
                     bound = alias.asname.name if alias.asname else alias.name
-                    found[dotted(bound) or ""] = name  # type: ignore[arg-type]
+                    found[dotted(bound) or ""] = name
 
     tree.visit(Bindings())
     return found
@@ -113,12 +113,11 @@ class _Swap(cst.CSTTransformer):
         self.changes: list[Change] = []
         self.suppliers: set[str] = set()  # module names a qualified use came through
         self._after: list[cst.ImportFrom] = []
-        self.imports: dict[str, tuple[int, int]] = {}  # import statement -> its position
+        self.imports: dict[str, list[tuple[int, int]]] = {}  # import text -> its places
 
-    def _change(self, node: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> None:
+    def _change(self, node: cst.CSTNode, new: str) -> None:
         pos = self.get_metadata(PositionProvider, node).start
-        self.changes.append(Change(pos.line, pos.column + 1, _code(old).strip(),
-                                   _code(new).strip()))
+        self.changes.append(Change(pos.line, pos.column + 1, _code(node).strip(), new))
 
     def leave_Attribute(self, original_node: cst.Attribute,
                         updated_node: cst.Attribute) -> cst.BaseExpression:
@@ -127,7 +126,7 @@ class _Swap(cst.CSTTransformer):
             return updated_node
         self.suppliers.add((dotted(original_node) or "").split(".")[0])
         new = cst.Attribute(value=cst.Name(FACADE_MODULE), attr=cst.Name(TAKEN_OVER[cls]))
-        self._change(original_node, original_node, new)
+        self._change(original_node, _code(new))
         return new
 
     def leave_ImportFrom(self, original_node: cst.ImportFrom,
@@ -145,15 +144,13 @@ class _Swap(cst.CSTTransformer):
                                  for a in taken])
         rest = [a for a in names if a not in taken]
         if not rest:
-            self._change(original_node, original_node, facade)
+            self._change(original_node, _code(facade).strip())
             return facade
         if names[-1] in taken:  # the new last name ends as the old last one did
             rest[-1] = rest[-1].with_changes(comma=names[-1].comma)
         kept = updated_node.with_changes(names=rest)
         self._after.append(facade)
-        pos = self.get_metadata(PositionProvider, original_node).start
-        self.changes.append(Change(pos.line, pos.column + 1, _code(original_node).strip(),
-                                   f"{_code(kept).strip()}\n{_code(facade).strip()}"))
+        self._change(original_node, f"{_code(kept).strip()}\n{_code(facade).strip()}")
         return kept
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -165,7 +162,7 @@ class _Swap(cst.CSTTransformer):
     def _where(self, node: cst.Import | cst.ImportFrom) -> None:
         """Where each import statement is, for pass 2's changes (same text, same place)."""
         pos = self.get_metadata(PositionProvider, node).start
-        self.imports.setdefault(_code(node).strip(), (pos.line, pos.column + 1))
+        self.imports.setdefault(_code(node).strip(), []).append((pos.line, pos.column + 1))
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
                                   updated_node: cst.SimpleStatementLine) -> Any:
@@ -229,7 +226,7 @@ class _Tidy(cst.CSTTransformer):
     has the facade's."""
 
     def __init__(self, suppliers: set[str], used: set[str], need_facade: bool,
-                 where: dict[str, tuple[int, int]]) -> None:
+                 where: dict[str, list[tuple[int, int]]]) -> None:
         super().__init__()
         self.unused = suppliers - used
         self.suppliers = suppliers
@@ -247,12 +244,13 @@ class _Tidy(cst.CSTTransformer):
         return updated_node
 
     def _record(self, old: cst.CSTNode, new: str) -> None:
-        line, col = self.where.get(_code(old).strip(), (0, 0))
+        places = self.where.get(_code(old).strip()) or [(0, 0)]
+        line, col = places.pop(0) if len(places) > 1 else places[0]  # in source order
         self.changes.append(Change(line, col, _code(old).strip(), new))
 
     def _bound(self, alias: cst.ImportAlias, from_import: bool) -> str:
         if alias.asname is not None:
-            return dotted(alias.asname.name) or ""  # type: ignore[arg-type]
+            return dotted(alias.asname.name) or ""
         name = dotted(alias.name) or ""
         return name if from_import else name.split(".")[0]
 
