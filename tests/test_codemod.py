@@ -36,6 +36,8 @@ EXPECTED_FINDINGS = sorted([
     ("p19_chat_memory.py", 15, "thread-id"),
     ("p19_chat_memory.py", 15, "needs-store"),
     ("p22_syntax_error.py", 4, "syntax-error"),
+    ("p25_service_class.py", 7, "thread-id"),
+    ("p25_service_class.py", 10, "thread-id"),
 ])
 CHANGED = sorted(c for c in PYTHON_CASES
                  if (FIXTURES / f"{c}.in").read_text() != (FIXTURES / f"{c}.out").read_text())
