@@ -46,7 +46,8 @@ def codemod(paths: tuple[str, ...], mode: str, as_json: bool, output: str | None
     verb = "rewrote" if mode == "write" else "would rewrite"
     if mode == "write":
         for result in report.changed:
-            out.line(f"rewrote {result.path} ({len(result.rewrites)} changes)")
+            count = len(result.rewrites)
+            out.line(f"rewrote {result.path} ({count} change{'' if count == 1 else 's'})")
     out.note(f"codemod: {verb} {changed} of {len(report.files)} files, "
              f"{len(report.rewrites)} changes, {len(report.findings)} findings, "
              f"{len(report.skipped)} skipped")
