@@ -1,8 +1,9 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
 One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
-``rollout``, ``history``, ``doctor``, ``schema``, ``forget``), each parsing options and calling library functions;
-this module holds the root group, ``--version`` and the one place errors become exit codes
+``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``, ``forget``), each parsing
+options and calling library functions; this module holds the root group, ``--version`` and
+the one place errors become exit codes
 and one-line messages.
 """
 
@@ -59,10 +60,12 @@ def root() -> None:
     \b
     Start with:  memshift replay examples/conversations/long_multithread.jsonl
     Then:        memshift migrate --dry-run ...   and   memshift history --store URL
+    Your code:   memshift codemod src/   (a diff of the import swap; --write applies it)
     """
 
 
 def _register() -> None:
+    from compat.cli.codemod import codemod
     from compat.cli.history import history
     from compat.cli.replay import replay
     from compat.cli.doctor import doctor
@@ -73,7 +76,7 @@ def _register() -> None:
     from compat.cli.forget import forget
 
     for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
-                    doctor, schema, forget):
+                    doctor, schema, codemod, forget):
         root.add_command(command)
 
 
