@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, filter_messages,
@@ -35,7 +36,7 @@ from adapters.errors import ConfigError
 from adapters.tokens import message_text
 
 __all__ = ["BASELINES", "FACT", "ReplayFormatError", "Turn", "baseline_history", "facts_in",
-           "iter_turns", "read_messages"]
+           "iter_turns", "message_line", "read_messages"]
 
 _ROLES = {"human", "ai", "tool", "system"}
 # OpenAI's chat roles, and LangChain's message types (``messages_to_dict``), as memshift's
@@ -127,6 +128,23 @@ def _message(obj: dict, where: str) -> BaseMessage:
         return ToolMessage(content=content, tool_call_id=call_id)
     return AIMessage(content=content, tool_calls=[
         _call(c, f"{where}: tool_calls[{i}]") for i, c in enumerate(calls)])
+
+
+def message_line(thread_id: str, message: BaseMessage) -> dict[str, Any]:
+    """The replay line of one stored message (what ``read_messages`` reads back as the same
+    type, content, tool calls and tool call id); ids, names and metadata are not part of the
+    format. A message type the format has no role for is a ``ReplayFormatError``."""
+    if message.type not in _ROLES:
+        raise ReplayFormatError(f"thread {thread_id!r}: a {message.type!r} message has no replay "
+                                f"role (the format has {sorted(_ROLES)})")
+    line: dict[str, Any] = {"thread_id": thread_id, "role": message.type,
+                            "content": message.content}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        line["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c["id"]}
+                              for c in message.tool_calls]
+    if isinstance(message, ToolMessage):
+        line["tool_call_id"] = message.tool_call_id
+    return line
 
 
 def read_messages(path: str | Path) -> Iterator[tuple[int, str, BaseMessage]]:
