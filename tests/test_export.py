@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from adapters import MemoryPolicy
 from adapters.errors import ConfigError
@@ -37,19 +37,45 @@ def save_conversations(url: str) -> dict[str, list[list[BaseMessage]]]:
 
     with SummaryMemory(backend="classic", store=url, policy=POLICY) as classic:
         for i in range(6):
-            for tid in ("tenant-1:user-1:chat-1", "c2", "moved"):
+            for tid in ("tenant-1:user-1:chat-1", "c2", "moved", "claimed"):
                 save(classic, tid, *filler_turn(tid, i, 12))
         save(classic, "c2", "ünïcode \"quoted\"\nsecond line\ttab", "答え: 日本語 ✓")
+        blocks: Any = [{"type": "text", "text": "content blocks FACT-c2-b"}]
+        classic.save("c2", blocks, "blocks answered")
+        saved["c2"].append([HumanMessage(blocks), AIMessage("blocks answered")])
     with SummaryMemory(backend="middleware", store=url, policy=POLICY) as middleware:
         for i in range(5):
             save(middleware, "agent", *agent_turn("agent", i))
         for i in range(6, 9):  # moves to the middleware at its first touch
             save(middleware, "moved", *agent_turn("moved", i))
+        run_agent(middleware, "claimed")  # create_agent's checkpointer claims the thread
+        saved["claimed"].append(AGENT_TURN)
         where = {t: admin.placement(middleware, t) for t in saved}
     assert where["moved"] is not None and where["moved"].backend == "middleware"
     assert where["agent"] is not None and where["agent"].backend == "middleware"
+    assert where["claimed"] is not None and where["claimed"].backend == "middleware"
     assert where["c2"] is not None and where["c2"].backend == "classic"
     return saved
+
+
+CALL = {"name": "lookup", "args": {"q": "x"}, "id": "call-live"}
+AGENT_TURN: list[BaseMessage] = [
+    HumanMessage("use the tool"), AIMessage("", tool_calls=[CALL]),
+    ToolMessage("result for x", tool_call_id="call-live"), AIMessage("final answer")]
+
+
+def run_agent(memory: SummaryMemory, tid: str) -> None:
+    """One turn of a real ``create_agent`` on the memory's middleware and checkpointer."""
+    from langchain.agents import create_agent
+
+    from tests.test_cutover_agent import RecordingFake, lookup
+
+    model = RecordingFake(messages=iter([AIMessage("", tool_calls=[CALL]),
+                                         AIMessage("final answer")]))
+    agent = create_agent(model, tools=[lookup], middleware=[memory.middleware],
+                         checkpointer=memory.checkpointer)
+    agent.invoke({"messages": [HumanMessage("use the tool")]},
+                 {"configurable": {"thread_id": tid}})
 
 
 def key(message: BaseMessage) -> tuple[Any, ...]:
@@ -225,3 +251,16 @@ def _file(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "out.jsonl"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_help_names_the_options() -> None:
+    from click.testing import CliRunner
+
+    from compat.cli import root
+
+    runner = CliRunner()
+    text = runner.invoke(root, ["export", "--help"], prog_name="memshift").output
+    assert "``" not in text and ":class:" not in text
+    for option in ("--store-env", "--store-file", "--threads", "--sample", "--seed"):
+        assert option in text
+    assert "export" in runner.invoke(root, ["--help"], prog_name="memshift").output

@@ -96,5 +96,5 @@ def export(threads_file: str | None, sample: int | None, seed: int, quiet: bool,
                 messages += 1
             if current is not None:
                 tick()
-    out.note(f"export: {threads} thread(s), {messages} message(s) from {show_url(url)}")
+    out.note(f"export: {messages} message(s) of {threads} thread(s) from {show_url(url)}")
     return 0
