@@ -5,14 +5,15 @@ policy); the ``memshift`` commands call these very functions (as Alembic's comma
 ``alembic.command`` functions). Placements (``pin``, ``unpin``, ``placement``), whole-state
 writes (``restore_thread``), summaries rebuilt from the transcript (``rebuild``,
 ``resummarize``), fold records (``summary_history``), thread listing (``thread_ids``,
-``iter_thread_ids``, ``last_transcript_id``), opening a store read-only (``open_read_only``)
-``reopen``, and erasure (``forget``: ``compat.erasure``).
+``iter_thread_ids``, ``last_transcript_id``), conversations out as replay lines
+(``export_conversations``, ``missing_threads``), opening a store read-only
+(``open_read_only``), ``reopen``, and erasure (``forget``: ``compat.erasure``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +28,10 @@ from compat._turns import check_thread_id
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["Rebuild", "forget", "iter_thread_ids", "last_transcript_id", "open_read_only", "pin",
-           "placement", "read_only_memory", "rebuild", "reopen", "restore_thread",
-           "resummarize", "summary_history", "thread_ids", "unpin"]
+__all__ = ["Rebuild", "export_conversations", "forget", "iter_thread_ids", "last_transcript_id",
+           "missing_threads", "open_read_only", "pin", "placement", "read_only_memory",
+           "rebuild", "reopen", "restore_thread", "resummarize", "summary_history",
+           "thread_ids", "unpin"]
 
 
 # -- placements -------------------------------------------------------------------------------
@@ -189,6 +191,57 @@ def last_transcript_id(memory: SummaryMemory, thread_id: str) -> str | None:
     with store.guard("read the transcript's newest id"), store.snapshot(thread_id) as tx:
         ids = store.last_ids(tx, 1)
     return ids[0] if ids else None
+
+
+# -- conversations out ------------------------------------------------------------------------
+def missing_threads(memory: SummaryMemory, thread_ids: Iterable[str]) -> dict[str, str]:
+    """The threads of ``thread_ids`` that hold no transcript where they live, each with why
+    (one small read per thread; ``{}`` when every one has turns to export)."""
+    missing = {}
+    for tid in thread_ids:
+        if last_transcript_id(memory, check_thread_id(tid)) is not None:
+            continue
+        where = placement(memory, tid)
+        missing[tid] = (f"has a placement ({where.backend}) but no turn was ever saved"
+                        if where is not None else "is not in the store (no turn of it was saved)")
+    return missing
+
+
+def export_conversations(memory: SummaryMemory, threads: Sequence[str] | None = None, *,
+                         sample: int | None = None, seed: int = 0) -> Iterator[dict[str, Any]]:
+    """Replay lines (``compat.conversations.message_line``) of whole transcripts, thread by
+    thread, each in saved order, read where the thread lives: ``threads`` (in that order,
+    each once; a thread without a transcript is a ``ConfigError`` before any line), else
+    every thread of the store. ``sample``: N of them, chosen by a hash of ``seed`` and each
+    id (the same N for the same seed and threads, whatever the listing order). Reads only."""
+    from compat.conversations import message_line
+
+    listed = list(dict.fromkeys(threads)) if threads is not None else None
+    if listed is not None and (missing := missing_threads(memory, listed)):
+        raise ConfigError("; ".join(f"thread {t!r} {why}" for t, why in missing.items()))
+    chosen = _sample(listed if listed is not None else iter_thread_ids(memory), sample, seed)
+    for tid in (listed if listed is not None else iter_thread_ids(memory)):
+        if chosen is not None and tid not in chosen:
+            continue
+        transcript = memory.transcript(tid)
+        if not transcript:  # listed by the store, yet empty: never exported as a thread
+            raise ConfigError(f"thread {tid!r} has no transcript where it lives")
+        for message in transcript:
+            yield message_line(tid, message)
+
+
+def _sample(ids: Iterable[str], n: int | None, seed: int) -> set[str] | None:
+    import hashlib
+    import heapq
+
+    if n is None:
+        return None
+    if n < 1:
+        raise ConfigError(f"a sample is at least 1 thread, got {n}")
+
+    def rank(tid: str) -> bytes:
+        return hashlib.blake2b(f"{seed}\0{tid}".encode(), digest_size=16).digest()
+    return set(heapq.nsmallest(n, ids, key=rank))
 
 
 # -- opening ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,129 @@ def test_ignored_classes_are_counted_not_divergences(monkeypatch: pytest.MonkeyP
     assert document["result"] == "EQUIVALENT" and document["divergent_turns"] == 0
     assert document["classes"]["whitespace"] == document["expected_turns"] > 0
     assert cli.main([*args, "--ignore", "summary_text"]) == 1  # another class still counts
+
+
+# -- the forms a replay line may take -----------------------------------------------------------
+def _conversation() -> list[tuple[str, Any]]:
+    """(thread, message): a system line, an agent turn with a tool call, interleaved threads."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from compat.testing.conversations import filler_turn
+
+    rows: list[tuple[str, Any]] = [("a", SystemMessage("answer briefly"))]
+    for i in range(4):
+        for thread in ("a", "b"):
+            human, ai = filler_turn(thread, i, 14)
+            rows.append((thread, HumanMessage(human)))
+            if thread == "a" and i % 2:
+                call = f"call-{i}"
+                rows += [(thread, AIMessage("", tool_calls=[
+                             {"name": "lookup", "args": {"q": str(i), "n": i}, "id": call}])),
+                         (thread, ToolMessage(f"result {i} FACT-a-{i}-r", tool_call_id=call))]
+            rows.append((thread, AIMessage(ai)))
+    return rows
+
+
+def _canonical(thread: str, m: Any) -> dict[str, Any]:
+    line = {"thread_id": thread, "role": m.type, "content": m.content}
+    if m.type == "ai" and m.tool_calls:
+        line["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c["id"]}
+                              for c in m.tool_calls]
+    if m.type == "tool":
+        line["tool_call_id"] = m.tool_call_id
+    return line
+
+
+def _aliases(thread: str, m: Any) -> dict[str, Any]:
+    line = _canonical(thread, m)
+    line["role"] = {"human": "user", "ai": "assistant"}.get(line["role"], line["role"])
+    return line
+
+
+def _langchain(thread: str, m: Any) -> dict[str, Any]:
+    from langchain_core.messages import messages_to_dict
+
+    return {"thread_id": thread, **messages_to_dict([m])[0]}
+
+
+def _openai(thread: str, m: Any) -> dict[str, Any]:
+    role = {"human": "user", "ai": "assistant"}.get(m.type, m.type)
+    line: dict[str, Any] = {"thread_id": thread, "role": role, "content": m.content}
+    if m.type == "ai" and m.tool_calls:
+        line["content"] = None  # as the OpenAI API writes an assistant turn that only calls
+        line["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+            "name": c["name"], "arguments": json.dumps(c["args"])}} for c in m.tool_calls]
+    if m.type == "tool":
+        line["tool_call_id"] = m.tool_call_id
+    return line
+
+
+FORMS = {"canonical": _canonical, "aliases": _aliases, "langchain": _langchain,
+         "openai": _openai}
+
+
+def _key(thread: str, m: Any) -> tuple[Any, ...]:
+    calls = [(c["name"], c["args"], c["id"]) for c in getattr(m, "tool_calls", None) or []]
+    return thread, m.type, m.content, calls, getattr(m, "tool_call_id", None)
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_each_form_reads_as_the_conversation(tmp_path: Path, form: str) -> None:
+    rows = _conversation()
+    path = _write(tmp_path, [json.dumps(FORMS[form](t, m)) for t, m in rows])
+    read = [_key(t, m) for _n, t, m in read_messages(path)]
+    assert read == [_key(t, m) for t, m in rows]
+
+
+def test_every_form_of_one_conversation_replays_identically(tmp_path: Path) -> None:
+    from adapters import MemoryPolicy
+
+    policy = MemoryPolicy(max_tokens=90, keep_tokens=45)
+    rows = _conversation()
+    results = {}
+    for form, shape in FORMS.items():
+        path = tmp_path / f"{form}.jsonl"
+        path.write_text("".join(json.dumps(shape(t, m)) + "\n" for t, m in rows), "utf-8")
+        report = replay_file(path, policy=policy)
+        assert report.turns and not report.divergences, form
+        results[form] = ([(r.thread_id, r.turn, r.windows, r.folds, r.summaries, r.window,
+                           r.prompt_tokens) for r in report.turns], report.summarizer_calls)
+    assert results["canonical"][1] > 0  # the policy folded: summaries are compared too
+    assert all(result == results["canonical"] for result in results.values())
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ('{"thread_id": "t", "type": "human", "data": "x"}', "data must be an object"),
+        ('{"thread_id": "t", "type": "robot", "data": {"content": "x"}}', "type must be one of"),
+        ('{"thread_id": "t", "type": "human", "data": {"content": 3}}', "content must be"),
+        ('{"thread_id": "t", "type": "tool", "data": {"content": "x"}}', "tool_call_id"),
+        ('{"thread_id": "t", "role": "assistant", "content": null}', "content must be"),
+        ('{"thread_id": "t", "role": "assistant", "content": null, "tool_calls": [{"id": "c", '
+         '"type": "function", "function": {"name": "f", "arguments": "{oops"}}]}',
+         r"tool_calls\[0\]\.function\.arguments"),
+        ('{"thread_id": "t", "role": "assistant", "content": "", "tool_calls": [{"id": "c", '
+         '"type": "function", "function": {"name": "f", "arguments": "[1]"}}]}',
+         r"tool_calls\[0\]\.function\.arguments"),
+        ('{"thread_id": "t", "role": "assistant", "content": "", "tool_calls": [{"id": "c", '
+         '"type": "function", "function": {"arguments": "{}"}}]}', r"tool_calls\[0\]"),
+        ('{"thread_id": "t", "role": "tool", "content": "x"}', "tool_call_id"),
+        ('{"thread_id": "t", "role": "function", "content": "x"}', "role must be"),
+        ('{"thread_id": "t", "role": "user", "content": [1, 2]}', "content must be"),
+    ],
+)
+def test_bad_shapes_of_every_form_name_their_line(tmp_path: Path, line: str,
+                                                  fragment: str) -> None:
+    good = json.dumps({"thread_id": "t", "role": "user", "content": "hi"})
+    path = _write(tmp_path, [good, line])
+    with pytest.raises(ReplayFormatError, match=rf"c\.jsonl:2: .*{fragment}"):
+        list(read_messages(path))
+
+
+def test_content_blocks_are_read_as_they_are(tmp_path: Path) -> None:
+    blocks = [{"type": "text", "text": "look at FACT-t-1"}]
+    path = _write(tmp_path, [json.dumps({"thread_id": "t", "role": "user", "content": blocks}),
+                             json.dumps({"thread_id": "t", "role": "assistant", "content": "ok"})])
+    (_, _, human), (_, _, ai) = read_messages(path)
+    assert human.content == blocks and ai.content == "ok"

@@ -1,9 +1,9 @@
 """``memshift`` / ``python -m compat``: the command line (click + rich).
 
-One module per command in this package (``replay``, ``migrate``, ``resummarize``, ``eval``,
-``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``, ``forget``), each parsing
-options and calling library functions; this module holds the root group, ``--version`` and
-the one place errors become exit codes
+One module per command in this package (``replay``, ``export``, ``migrate``, ``resummarize``,
+``eval``, ``rollout``, ``history``, ``doctor``, ``schema``, ``codemod``, ``forget``), each
+parsing options and calling library functions; this module holds the root group,
+``--version`` and the one place errors become exit codes
 and one-line messages.
 """
 
@@ -32,7 +32,8 @@ EXIT_CODES = {
     1: "some threads failed or did not verify, the backends diverged, or eval scored below "
        "--min-score",
     2: "usage or configuration error: bad option, bad or unreachable store URL, missing "
-       "source file, missing extra, refused policy override",
+       "source file, missing extra, refused policy override, a listed thread the store does "
+       "not hold (export)",
     3: "internal error (a bug: rerun with MEMSHIFT_DEBUG=1 and report the traceback)",
     130: "interrupted (Ctrl-C)",
     143: "stopped by SIGTERM after the thread in hand (the run is recorded 'interrupted'; "
@@ -68,6 +69,7 @@ def _register() -> None:
     from compat.cli.codemod import codemod
     from compat.cli.history import history
     from compat.cli.replay import replay
+    from compat.cli.export import export
     from compat.cli.doctor import doctor
     from compat.cli.eval import eval_command, resummarize
     from compat.cli.migrate import migrate_command
@@ -75,8 +77,8 @@ def _register() -> None:
     from compat.cli.schema import schema
     from compat.cli.forget import forget
 
-    for command in (replay, migrate_command, resummarize, eval_command, rollout, history,
-                    doctor, schema, codemod, forget):
+    for command in (replay, export, migrate_command, resummarize, eval_command, rollout,
+                    history, doctor, schema, codemod, forget):
         root.add_command(command)
 
 
