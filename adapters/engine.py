@@ -32,6 +32,7 @@ from adapters.agent_hooks import FoldHooks
 from adapters.backends import BACKENDS, MemoryBackend
 from adapters.backends.base import FoldFn
 from adapters.errors import ConfigError, StoreError, SummarizerError
+from adapters.telemetry import TELEMETRY
 from adapters.fold import FoldJob, Folder, planner
 from adapters.fold import FoldRecord
 from adapters.fold_slots import AgentFolds, FoldSlots, background_failed, over_lag
@@ -74,6 +75,7 @@ class MemoryEngine(Engine):
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
         self.name = self.backend.name
+        TELEMETRY.watch(self)  # memshift.folds.pending
 
     @property
     def summarizer(self) -> Summarizer:  # type: ignore[override]
@@ -115,8 +117,7 @@ class MemoryEngine(Engine):
                 self.drain(self.policy.summary_timeout)
         except TimeoutError:
             logger.warning("closing with %d fold(s) still in flight (their turns are stored; "
-                           "the next save plans them again)",
-                           sum(p.count() for p in self._pending()))
+                           "the next save plans them again)", self.pending_folds())
         self.backend.close()
 
     def locate_steps(self, thread_id: str, move: bool = True) -> Steps[Location]:
@@ -292,6 +293,9 @@ class MemoryEngine(Engine):
     async def adrain(self) -> None:
         for pending in self._pending():
             await pending.await_all()
+
+    def pending_folds(self) -> int:
+        return sum(p.count() for p in self._pending())
 
     def _pending(self) -> list[FoldSlots | AgentFolds]:
         return [self.slots] if self.hooks is None else [self.slots, self.hooks.folds]

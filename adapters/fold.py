@@ -25,6 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from adapters.telemetry import TELEMETRY
 from adapters.errors import StoreError, SummarizerError
 from adapters.io import Steps
 from adapters.overflow import summarize_in_chunks
@@ -87,7 +88,8 @@ class FoldRecord:
         return out
 
     def log(self) -> None:
-        """INFO carries numbers only: never message or summary text."""
+        """INFO carries numbers only: never message or summary text (the metrics too)."""
+        TELEMETRY.fold(self)
         if self.error:
             record_logger.warning("fold failed thread=%r version=%d trigger=%s folded=%d error=%s",
                            self.thread_id, self.version, self.trigger, self.folded,

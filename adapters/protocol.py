@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
+from adapters.telemetry import observed
 from adapters.io import Steps, run_async, run_sync
 from adapters.view import MemoryView, OwnedTurn, ThreadRecord
 
@@ -189,19 +190,23 @@ class Engine(ABC):
         """Let the configuration decide the thread again."""
 
     # -- the drivers (the same for every engine) -------------------------------------------
+    # (``observed``: timed and traced when OpenTelemetry is installed, the bare steps if not)
     def load(self, thread_id: str, detached: bool = True) -> MemoryView:
-        return run_sync(self.load_steps(thread_id, detached))
+        return run_sync(observed("load", self, thread_id, self.load_steps(thread_id, detached)))
 
     async def aload(self, thread_id: str, detached: bool = True) -> MemoryView:
-        return await run_async(self.load_steps(thread_id, detached))
+        return await run_async(observed("load", self, thread_id,
+                                        self.load_steps(thread_id, detached)))
 
     def save(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
              guard: Guard | None = None) -> list[BaseMessage]:
-        return run_sync(self.save_steps(thread_id, as_list(turn), fold, guard))
+        return run_sync(observed("save", self, thread_id,
+                                 self.save_steps(thread_id, as_list(turn), fold, guard)))
 
     async def asave(self, thread_id: str, turn: Sequence[BaseMessage], fold: bool = True,
                     guard: Guard | None = None) -> list[BaseMessage]:
-        return await run_async(self.save_steps(thread_id, as_list(turn), fold, guard))
+        return await run_async(observed("save", self, thread_id,
+                                        self.save_steps(thread_id, as_list(turn), fold, guard)))
 
     def clear(self, thread_id: str) -> None:
         run_sync(self.clear_steps(thread_id))

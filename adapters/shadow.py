@@ -29,6 +29,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from adapters.diff_classes import Rules
+from adapters.telemetry import TELEMETRY
 from adapters.engine import MemoryEngine
 from adapters.io import Steps, wait_future
 from adapters.protocol import Engine, Guard, Location
@@ -194,6 +195,7 @@ class ShadowEngine(Engine):
             diff = [redactor(d) for d in diff]
         mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {},
                             cls=cls or kind, ignored=ignored)
+        TELEMETRY.mismatch(kind, mismatch.cls, ignored)
         with self._guard:
             self.classes[(mismatch.cls, ignored)] += 1
             if len(self._mismatches) < self.max_recorded:
@@ -237,6 +239,7 @@ class ShadowEngine(Engine):
             self._queue.put_nowait((future, fn, thread_id))
         except queue.Full:
             self.dropped += 1
+            TELEMETRY.drop()
             self._record(thread_id, "candidate_dropped", [f"{what}: candidate queue full"])
             return None
         return future

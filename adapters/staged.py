@@ -28,6 +28,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from adapters.telemetry import TELEMETRY
 from adapters.engine import MemoryEngine
 from adapters.errors import ConfigError, MemshiftError, ThreadElsewhere
 from adapters.io import Steps, run_sync
@@ -347,6 +348,7 @@ class StagedEngine(Engine):
             yield from in_transaction(self.store, thread_id, self._swap(current, new))
             yield from self._catch_up(thread_id, source, to, last)
         self.moves += 1
+        TELEMETRY.move(thread_id, current.backend, to)
         self._remember(thread_id, to)
         return new
 
