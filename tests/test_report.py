@@ -373,3 +373,78 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 1000)
     assert len(data) > 30_000, "the screenshot is nearly blank"
+
+
+# -- a header for the run, fold markers, and a 400-pixel screen -------------------------------
+def test_cli_report_header_names_version_command_input_and_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import hashlib
+    from importlib.metadata import version
+
+    from compat import cli
+
+    source = ROOT / "examples/conversations/lance_49ers.jsonl"
+    out = tmp_path / "r.html"
+    assert cli.main(["replay", "--quiet", str(source), "--max-tokens", "120", "--report",
+                     str(out)]) == 0
+    capsys.readouterr()
+    dom = parse(out.read_text())
+    header = select(dom, "header#run")
+    assert header, "the run header is missing"
+    words = header[0].all_text()
+    assert version("memshift") in words
+    assert f"memshift replay {source}" in words and "--max-tokens 120" in words
+    assert hashlib.sha256(source.read_bytes()).hexdigest()[:16] in words
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", words)
+    nodes = list(dom.walk())
+    assert nodes.index(header[0]) < nodes.index(select(dom, "#summary")[0]), "header first"
+
+
+def test_fold_points_are_marked_on_every_chart() -> None:
+    from compat.report._chart import fold_marks
+
+    report = replay_file(ROOT / "examples/conversations/long_multithread.jsonl")
+    dom = parse(render_html(report))
+    by_thread: dict[str, list[TurnResult]] = {}
+    for t in report.turns:
+        by_thread.setdefault(t.thread_id, []).append(t)
+    charts = select(dom, "svg.chart")
+    assert len(charts) == len(by_thread)
+    for chart, turns in zip(charts, by_thread.values(), strict=True):
+        events = sum(1 for before, t in zip([None, *turns], turns)
+                     if t.folds["classic"] > (before.folds["classic"] if before else 0))
+        markers = select(chart, "g.fold-marker")
+        assert len(markers) == len(fold_marks(turns, report.backends)) >= events
+        assert [int(m.attrs["data-turn"]) for m in markers] == \
+            [t for t, _ in fold_marks(turns, report.backends)]
+    assert any(select(c, "g.fold-marker") for c in charts), "the bundled file folds"
+
+
+@pytest.mark.skipif(CHROMIUM is None and os.environ.get("MEMSHIFT_REQUIRE_BROWSER") != "1",
+                    reason="headless Chromium not installed (apt-get install chromium)")
+def test_report_is_readable_on_a_400_pixel_screen(tmp_path: Path) -> None:
+    """In a real browser 400 px wide nothing is wider than the screen: the page does not
+    scroll sideways and the charts shrink to fit."""
+    assert CHROMIUM, "MEMSHIFT_REQUIRE_BROWSER=1 but chromium is missing"
+    html = render_html(_flask_with_mismatches())
+    probe = ("<script>window.addEventListener('load',function(){var d=document.documentElement;"
+             "var w=0;document.querySelectorAll('svg.chart').forEach(function(s){"
+             "w=Math.max(w,s.getBoundingClientRect().width)});parent.postMessage("
+             "[d.clientWidth,d.scrollWidth,Math.round(w)].join(','),'*');});</script></body>")
+    (tmp_path / "narrow.html").write_text(html.replace("</body>", probe), encoding="utf-8")
+    # a 400-pixel frame: headless windows have a minimum width, a frame does not
+    frame = tmp_path / "phone.html"
+    frame.write_text("<!doctype html><html><body style='margin:0'><iframe src='narrow.html' "
+                     "style='width:400px;height:900px;border:0'></iframe><script>"
+                     "window.addEventListener('message',function(e){"
+                     "document.body.setAttribute('data-result',e.data)});</script></body></html>",
+                     encoding="utf-8")
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           "--allow-file-access-from-files", "--window-size=800,1000",
+                           "--virtual-time-budget=5000", "--dump-dom", frame.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    result = select(parse(done.stdout), "body")[0].attrs.get("data-result")
+    assert result, f"the probe did not report: {done.stderr[-400:]}"
+    client, scroll, chart = (int(x) for x in result.split(","))
+    assert client <= 400 and scroll <= client, f"the page scrolls sideways: {scroll} > {client}"
+    assert 0 < chart <= client

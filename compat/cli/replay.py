@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from adapters.errors import ConfigError
-from compat.cli._common import Output, output_options, resolve_store, store_options
+from compat.cli._common import Output, output_options, resolve_store, scrub, store_options
 from compat.cli._policy import ModelArgs, choose_policy, model_options, policy_options
 from compat.cli._urls import check_url
 from compat.replay import DEFAULT_REPLAY_POLICY, ReplayReport, TurnResult
@@ -88,6 +88,19 @@ def replay_document(report: ReplayReport, file: str) -> dict[str, Any]:
     }
 
 
+def _command_line(file: str) -> str:
+    """The command as the report's header shows it: its options as given (secrets scrubbed)."""
+    ctx = click.get_current_context()
+    words = [ctx.command_path, file]
+    for name, value in ctx.params.items():
+        if name == "file" or value in (None, False, (), ""):
+            continue
+        flag = "--" + name.replace("_", "-")
+        values = value if isinstance(value, tuple) else (value,)
+        words += [flag] if value is True else [w for v in values for w in (flag, scrub(str(v)))]
+    return " ".join(words)
+
+
 @click.command("replay")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--report", "html", type=click.Path(dir_okay=False), metavar="HTML",
@@ -137,7 +150,10 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
     if html:
         from compat.report import write_html
 
-        path = write_html(report, html, title=f"memshift replay: {Path(file).name}")
+        from compat.report import run_meta
+
+        path = write_html(report, html, title=f"memshift replay: {Path(file).name}",
+                          meta=run_meta(_command_line(file), file))
         document["report_html"] = str(path)
         out.line(f"report: {path}")
     out.emit(document)

@@ -16,7 +16,7 @@ from compat.report._tokens import TokenExplainer
 from compat.report._turns import MAX_INLINE_TURNS, status_label, thread_html, turn_anchor
 from compat.replay import ReplayReport, TurnResult
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["render_html", "run_meta", "write_html"]
 
 _LISTED_MISMATCHES = 50  # linked from the summary; the thread sections hold the rest
 
@@ -126,14 +126,43 @@ def _toolbar() -> str:
             "CSS :has(); mismatching turns are open and red either way.</span></noscript></div>")
 
 
-def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
-    """The whole page as one string (no external resources)."""
+def run_meta(command: str | None = None, source: str | Path | None = None) -> dict[str, str]:
+    """What the report's header says about the run: memshift's version, the command, a hash
+    of the input file and the time (UTC)."""
+    import hashlib
+    from datetime import datetime, timezone
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("memshift")
+    except PackageNotFoundError:
+        ours = "unknown"
+    meta = {"memshift": ours}
+    if command:
+        meta["command"] = command
+    if source is not None:
+        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+        meta["input"] = f"{Path(source).name} (sha256 {digest[:16]}…)"
+    meta["generated"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return meta
+
+
+def _run_header(meta: dict[str, str]) -> str:
+    rows = "".join(f"<dt>{text(k)}</dt><dd>{text(v)}</dd>" for k, v in meta.items())
+    return f"<header id='run'><dl>{rows}</dl></header>"
+
+
+def render_html(report: ReplayReport, title: str = "memshift replay",
+                meta: dict[str, str] | None = None) -> str:
+    """The whole page as one string (no external resources); ``meta`` (``run_meta``) heads
+    it."""
     threads = _by_thread(report)
     explainer = TokenExplainer(report)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{text(title)}</title><style>{CSS}</style></head><body>",
+        _run_header(meta if meta is not None else run_meta()),
         f"<section id='summary'><h1>{text(title)}</h1>{_verdict(report)}",
         "<p class='note'>Prompt tokens are what each strategy sends with a turn's question: "
         "the memory before that turn's save plus the question.</p>",
@@ -148,9 +177,10 @@ def render_html(report: ReplayReport, title: str = "memshift replay") -> str:
     return "".join(parts)
 
 
-def write_html(report: ReplayReport, path: str | Path, title: str = "memshift replay") -> Path:
+def write_html(report: ReplayReport, path: str | Path, title: str = "memshift replay",
+               meta: dict[str, str] | None = None) -> Path:
     """Write :func:`render_html` to ``path`` (parent directories created)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(report, title), encoding="utf-8")
+    path.write_text(render_html(report, title, meta), encoding="utf-8")
     return path

@@ -38,6 +38,17 @@ code.tool{font-weight:600;margin-right:8px}
 .token-note{font-size:12.5px;background:#eef6fb;padding:4px 6px;border-left:3px solid #2471a3;margin:4px 0}
 .diffs{color:#922b21;font-size:12.5px}
 .omitted{background:#fef9e7;padding:6px 8px;border-left:3px solid #d68910}
+svg.chart{max-width:100%;height:auto}
+header#run{font-size:12.5px;color:#444;border-bottom:1px solid #ddd;padding-bottom:4px}
+header#run dl{display:grid;grid-template-columns:max-content 1fr;gap:0 10px;margin:4px 0}
+header#run dt{font-weight:600} header#run dd{margin:0;overflow-wrap:anywhere}
+@media (max-width:640px){
+body{margin:8px auto;padding:0 8px;font-size:13px}
+table{display:block;max-width:100%;overflow-x:auto}
+table.msgs th{width:auto;white-space:normal}
+.sum,dd,code{overflow-wrap:anywhere} td{overflow-wrap:break-word}
+#toolbar .note{display:none}
+}
 .clean-note{display:none;color:#1e8449}
 body.mismatches-only details.turn.match{display:none}
 body.mismatches-only .thread.clean .clean-note{display:block}

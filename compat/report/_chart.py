@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from compat.report._text import text
 from compat.replay import TurnResult
 
-__all__ = ["SERIES_STYLE", "chart_svg", "nice_ticks", "overlap_note", "series_style"]
+__all__ = ["SERIES_STYLE", "chart_svg", "fold_marks", "nice_ticks", "overlap_note",
+           "series_style"]
 
 # series -> (colour, stroke width, stroke-dasharray, opacity, legend words)
 SERIES_STYLE: dict[str, tuple[str, float, str, float, str]] = {
@@ -65,8 +66,22 @@ def _sample(count: int) -> list[int]:
     return picks if picks[-1] == count - 1 else [*picks, count - 1]
 
 
-def chart_svg(turns: Sequence[TurnResult], keys: Sequence[str]) -> str:
-    """One SVG: a line per series (prompt tokens sent with each turn's question)."""
+def fold_marks(turns: Sequence[TurnResult], backends: Sequence[str]) -> list[tuple[int, str]]:
+    """(turn, backends that folded at it): where a backend's fold count grew."""
+    marks: list[tuple[int, str]] = []
+    before = dict.fromkeys(backends, 0)
+    for t in turns:
+        grew = [b for b in backends if t.folds.get(b, 0) > before[b]]
+        before = {b: t.folds.get(b, 0) for b in backends}
+        if grew:
+            marks.append((t.turn, ", ".join(grew)))
+    return marks
+
+
+def chart_svg(turns: Sequence[TurnResult], keys: Sequence[str],
+              backends: Sequence[str] = ()) -> str:
+    """One SVG: a line per series (prompt tokens sent with each turn's question), and a
+    marker at each turn where a backend folded."""
     xt = nice_ticks(max((t.turn for t in turns), default=1))
     yt = nice_ticks(max((t.prompt_tokens[k] for t in turns for k in keys), default=0))
 
@@ -108,6 +123,19 @@ def chart_svg(turns: Sequence[TurnResult], keys: Sequence[str]) -> str:
         legend.append(f"<g class='legend-item' data-series='{text(key)}'><line x1='{_RIGHT + 14}' "
                       f"y1='{y}' x2='{_RIGHT + 50}' y2='{y}' {stroke}/><text x='{_RIGHT + 56}' "
                       f"y='{y + 4}'>{text(key)}</text><title>{text(words)}</title></g>")
+    marks = fold_marks(turns, backends)
+    for turn, who in marks:
+        x = x_of(turn)
+        parts.append(f"<g class='fold-marker' data-turn='{turn}' data-backends='{text(who)}'>"
+                     f"<line x1='{x:.1f}' y1='{_TOP}' x2='{x:.1f}' y2='{_BOTTOM}' "
+                     "stroke='#b9770e' stroke-width='1' stroke-dasharray='3 3'/>"
+                     f"<path d='M{x - 5:.1f},{_TOP} L{x + 5:.1f},{_TOP} L{x:.1f},{_TOP + 8}Z' "
+                     f"fill='#b9770e'/><title>fold at turn {turn} ({text(who)})</title></g>")
+    if marks:
+        y = _TOP + 10 + 22 * len(keys)
+        legend.append(f"<g class='legend-fold'><line x1='{_RIGHT + 32}' y1='{y - 8}' "
+                      f"x2='{_RIGHT + 32}' y2='{y + 8}' stroke='#b9770e' stroke-dasharray='3 3'/>"
+                      f"<text x='{_RIGHT + 56}' y='{y + 4}'>fold</text></g>")
     parts.append(f"<g class='legend'>{''.join(legend)}</g>")
     return (f"<svg class='chart' role='img' aria-label='prompt tokens per turn' width='{_W}' "
             f"height='{_H}' viewBox='0 0 {_W} {_H}' font-size='11'>{''.join(parts)}</svg>")

@@ -140,7 +140,7 @@ def thread_html(report: ReplayReport, index: int, thread: str, turns: list[TurnR
              f"<h2>thread {text(thread)}</h2>"
              f"<p class='note'>{len(turns)} turn(s), <span class='{'diff' if mismatches else 'ok'}'>"
              f"{mismatches} mismatch(es)</span>, folds: {folds}. <a href='#toc'>back to threads</a></p>",
-             chart_svg(turns, report.strategies),
+             chart_svg(turns, report.strategies, report.backends),
              f"<p class='note'>{text(overlap_note(turns, report.backends))}</p>",
              "<p class='clean-note'>No mismatches in this thread.</p>"]
     previous: TurnResult | None = None
