@@ -277,3 +277,12 @@ def in_shard(thread_id: str, shard: tuple[int, int] | None) -> bool:
         return True
     index, count = shard
     return stripe_of(thread_id, count) == index - 1
+
+
+def threads_file(path: str) -> list[tuple[int, str]]:
+    """(line number, thread id) of every non-blank line of a ``--threads FILE``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--threads {path!r}: {exc.strerror or exc}") from None
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]

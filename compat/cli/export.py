@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
 
 from adapters.errors import ConfigError, StoreError
-from compat.cli._common import Output, resolve_store, show_url, store_options
+from compat.cli._common import Output, resolve_store, show_url, store_options, threads_file
 from compat.cli._urls import check_url, kind_of
 
 __all__ = ["export"]
@@ -21,11 +20,7 @@ def _listed(path: str | None) -> list[tuple[int, str]] | None:
     """(line number, thread id) of every non-blank line of ``--threads FILE``."""
     if not path:
         return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--threads {path!r}: {exc.strerror or exc}") from None
-    listed = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    listed = threads_file(path)
     if not listed:
         raise ConfigError(f"--threads {path!r} lists no thread (one thread id per line)")
     return listed

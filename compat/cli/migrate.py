@@ -20,6 +20,7 @@ from adapters import MemoryPolicy
 from adapters.errors import ConfigError
 from compat.cli._common import (
     Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
+    threads_file,
 )
 from compat.cli._migrate_report import close_run, migrate_document, print_migration
 from compat.cli._policy import ModelArgs, choose_policy, model_options, policy_options
@@ -116,13 +117,7 @@ class _ShardIds:
 
 
 def _thread_list(path: str | None) -> list[str] | None:
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--threads {path!r}: {exc.strerror or exc}") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return None if not path else [tid for _, tid in threads_file(path)]
 
 
 @click.command("migrate")

@@ -9,13 +9,14 @@ change and by how many tokens; it still calls the summarizer, to show the new su
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 from adapters import MemoryPolicy, ThreadRecord
 from adapters.errors import ConfigError
-from compat.cli._common import Output, output_options, resolve_store, show_url, store_options
+from compat.cli._common import (
+    Output, output_options, resolve_store, show_url, store_options, threads_file,
+)
 from compat.cli._migrate_report import close_run, run_stats
 from compat.cli._policy import choose_policy, model_options, policy_options
 from compat.cli._urls import check_url
@@ -53,12 +54,7 @@ def _thread_ids(memory: Any, opts: dict[str, Any]) -> list[str]:
     if opts["all_threads"]:
         return list(admin.iter_thread_ids(memory))
     if opts["threads_file"]:
-        try:
-            text = Path(opts["threads_file"]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--threads {opts['threads_file']!r}: {exc.strerror or exc}") \
-                from None
-        return [x.strip() for x in text.splitlines() if x.strip()]
+        return [tid for _, tid in threads_file(opts["threads_file"])]
     return list(opts["thread_ids"])
 
 
