@@ -28,8 +28,10 @@ def _squash(text: object) -> str:
     return _SPACE.sub(" ", str(text)).strip()
 
 
-def _contents(view: MemoryView) -> list[str]:
-    return [_squash(m.content) for m in view.messages]
+def _squashed(view: MemoryView) -> list[tuple]:
+    """Each message's signature (type, tool calls, call id) with its text squashed."""
+    return [(sig[0], _squash(m.content), *sig[2:])
+            for m, sig in ((m, message_signature(m)) for m in view.messages)]
 
 
 def _same_window(a: MemoryView, b: MemoryView) -> bool:
@@ -37,10 +39,10 @@ def _same_window(a: MemoryView, b: MemoryView) -> bool:
 
 
 def _whitespace(a: MemoryView, b: MemoryView) -> bool:
-    """Equal once runs of whitespace are one space (summary and every message's text)."""
+    """Equal once runs of whitespace are one space (summary and every message's text; roles,
+    tool calls and their ids exactly)."""
     return (a.folds == b.folds and _squash(a.summary) == _squash(b.summary)
-            and [m.type for m in a.messages] == [m.type for m in b.messages]
-            and _contents(a) == _contents(b))
+            and _squashed(a) == _squashed(b))
 
 
 def _summary_text(a: MemoryView, b: MemoryView) -> bool:
@@ -55,10 +57,21 @@ def _fold_count(a: MemoryView, b: MemoryView) -> bool:
 
 
 def _message_roles(a: MemoryView, b: MemoryView) -> bool:
-    """The same texts in the same order under other roles (for example a summary carried as
-    a human message on one side and a system message on the other)."""
-    return (a.summary == b.summary and a.folds == b.folds and _contents(a) == _contents(b)
-            and [m.type for m in a.messages] != [m.type for m in b.messages])
+    """The same messages where only system and human roles trade places (a summary carried
+    as a human message on one side and a system message on the other); tool calls, ids and
+    every other role exactly equal."""
+    if a.summary != b.summary or a.folds != b.folds or len(a.messages) != len(b.messages):
+        return False
+    swapped = False
+    for x, y in zip(a.messages, b.messages):
+        sx, sy = message_signature(x), message_signature(y)
+        if sx[1:] != sy[1:]:
+            return False
+        if sx[0] != sy[0]:
+            if {sx[0], sy[0]} != {"system", "human"}:
+                return False
+            swapped = True
+    return swapped
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ class Rules:
             if isinstance(rule, str):
                 if rule in NOT_VIEWS:
                     raise ConfigError(f"ignore={rule!r}: candidate failures always count")
-                if rule not in BUILTIN and rule != FALLBACK:
+                if rule not in BUILTIN and rule not in (FALLBACK, "compare"):
                     raise ConfigError(f"ignore={rule!r} is not a class of difference; use one "
                                       f"of {sorted([*BUILTIN, FALLBACK])}, a DiffClass or a "
                                       "function (primary, candidate) -> bool")
@@ -124,7 +137,12 @@ class Rules:
     def judge(self, primary: MemoryView, candidate: MemoryView) -> Verdict:
         diffs = compare_views(primary, candidate)
         if self.compare is not None:
-            if self.compare(primary, candidate):
+            try:
+                equal = self.compare(primary, candidate)
+            except Exception as exc:  # noqa: BLE001 - a broken rule never hides a mismatch
+                return Verdict([f"compare= raised {type(exc).__name__}: {exc}"[:200]],
+                               "compare_error")
+            if equal:
                 return Verdict([])
             if not diffs:  # memshift's own comparison finds nothing: the rule's class
                 return Verdict(["compare= found the views different"], "compare",

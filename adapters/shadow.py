@@ -13,6 +13,7 @@ comparable.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -205,6 +206,7 @@ class ShadowEngine(Engine):
         if self.log_path:
             try:
                 with open(self.log_path, "a", encoding="utf-8") as log:
+                    fcntl.flock(log, fcntl.LOCK_EX)  # erasure rewrites the log under this lock
                     log.write(json.dumps(asdict(mismatch), ensure_ascii=False) + "\n")
             except OSError:
                 logger.exception("cannot write the shadow log")

@@ -27,6 +27,7 @@ Spans: ``memshift.save``, ``memshift.load``, ``memshift.fold``, ``memshift.move`
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import time
 import weakref
@@ -37,8 +38,13 @@ __all__ = ["TELEMETRY", "configure", "observed", "thread_hash"]
 
 
 def thread_hash(thread_id: str) -> str:
-    """How telemetry and audits name a thread: its id may itself be personal data."""
-    return hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """How telemetry and audits name a thread: its id may itself be personal data. Keyed
+    with ``$MEMSHIFT_HASH_KEY`` (HMAC-SHA256) when set, so a guessable id (an e-mail, a
+    number) cannot be found by hashing candidates; else a plain SHA-256."""
+    data = thread_id.encode("utf-8", "surrogatepass")
+    key = os.environ.get("MEMSHIFT_HASH_KEY")
+    digest = hmac.new(key.encode(), data, hashlib.sha256) if key else hashlib.sha256(data)
+    return digest.hexdigest()[:16]
 
 
 def _api() -> tuple[Any, Any] | None:
@@ -86,9 +92,9 @@ class _Telemetry:
 
     # -- what the library reports -----------------------------------------------------------
     def watch(self, engine: Any) -> None:
-        """``engine.pending_folds()`` counts towards ``memshift.folds.pending``."""
-        if self.on:
-            self._pending.add(engine)
+        """``engine.pending_folds()`` counts towards ``memshift.folds.pending`` (kept weakly,
+        also while off: a later ``configure`` sees engines made before it)."""
+        self._pending.add(engine)
 
     def _observe(self, _options: Any) -> list[Any]:
         from opentelemetry.metrics import Observation

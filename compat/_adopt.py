@@ -110,8 +110,10 @@ class LegacyAdopter:
 
     def __init__(self, read: Callable[[str], list[BaseMessage]],
                  write: Callable[[str, list[BaseMessage]], None] | None,
-                 clear: Callable[[str], None] | None, name: str, reconcile: bool) -> None:
+                 clear: Callable[[str], None] | None, name: str, reconcile: bool,
+                 append: Callable[[str, list[BaseMessage]], None] | None = None) -> None:
         self.read, self.write, self.wipe, self.name = read, write, clear, name
+        self.append = append or write  # erasure rewrites a history whether or not it writes through
         self.reconcile = reconcile  # import what the history holds and memshift does not
         self._checked: OrderedDict[str, None] = OrderedDict()
 
@@ -210,7 +212,7 @@ def legacy_adopter(memory: SummaryMemory, store: Store,
                 history.clear()
         through = config.write if config.write is not None else is_persistent(history)
         return LegacyAdopter(read_history, write if through else None, wipe,
-                             type(history).__name__, reconcile=through)
+                             type(history).__name__, reconcile=through, append=write)
     engine = getattr(store, "engine", None)
     if engine is None:
         if config.table is not None:
@@ -252,7 +254,7 @@ def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> Leg
         with store.guard("clear legacy history"):
             history(thread_id).clear()
     return LegacyAdopter(read, write if write_back else None, wipe, f"table {table}",
-                         reconcile=write_back)
+                         reconcile=write_back, append=write)
 
 
 def explicit_memory_store_warning(history: BaseChatMessageHistory) -> None:

@@ -183,8 +183,11 @@ def test_cli_forget_and_its_audit_row(tmp_path: Path, capsys: pytest.CaptureFixt
         _talk(memory, "alice", SECRET)
         _talk(memory, "bob", OTHER)
     monkeypatch.setenv("ERASE_TEXT", SECRET)
+    assert cli.main(["forget", "--store", url, "--thread", "alice", "--match-env",
+                     "ERASE_TEXT", "--quiet"]) == 2  # which summarizer rebuilds? say it
+    capsys.readouterr()
     code = cli.main(["forget", "--store", url, "--thread", "alice", "--match-env",
-                     "ERASE_TEXT", "--json", "--quiet"])
+                     "ERASE_TEXT", "--offline-summarizer", "--json", "--quiet"])
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and result["messages_removed"] == 1 and result["thread"] == thread_hash("alice")
     assert cli.main(["forget", "--store", url, "--thread", "nobody", "--quiet"]) == 2
@@ -196,3 +199,67 @@ def test_cli_forget_and_its_audit_row(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "alice" not in json.dumps(audit) and SECRET not in json.dumps(audit)
     assert cli.main(["forget", "--store", url, "--thread", "bob", "--quiet"]) == 0
     assert not _found(url, SECRET) and not _found(url, OTHER)
+
+
+def _stock_history(url: str, thread: str) -> Any:
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    return SQLChatMessageHistory(session_id=thread, connection=url)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_stock_history_adopted_by_memshift_is_erased_too(tmp_path: Path, whole: bool) -> None:
+    """The stock ``message_store`` rows of the thread go as well: a new memory never adopts
+    the erased turns again, and with ``match`` the rest of the stock history stays."""
+    url = f"sqlite:///{tmp_path}/app.db"
+    history = _stock_history(url, "t1")
+    history.add_user_message(f"my number is {SECRET}")
+    history.add_ai_message("noted")
+    history.add_user_message("and the weather?")
+    history.add_ai_message("sunny")
+    _stock_history(url, "t2").add_user_message(OTHER)
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        memory.load("t1")  # the first touch adopts the stock history
+        assert len(memory.transcript("t1")) == 4
+        report = memory.forget("t1", None if whole else SECRET)
+        assert report.legacy_messages == (4 if whole else 1)
+    with SummaryMemory(store=url, policy=POLICY) as fresh:  # a new process: adopts again?
+        seen = [m.content for m in fresh.load("t1").messages] + \
+            [m.content for m in fresh.transcript("t1")]
+        assert all(SECRET not in str(c) for c in seen)
+        if whole:
+            assert seen == [] and _stock_history(url, "t1").messages == []
+            with pytest.raises(NothingToForget):
+                fresh.forget("t1")
+        else:
+            assert [m.content for m in fresh.transcript("t1")] == ["noted", "and the weather?",
+                                                                    "sunny"]
+            assert [m.content for m in _stock_history(url, "t1").messages] == \
+                ["noted", "and the weather?", "sunny"]
+    assert not _found(url, SECRET) and _found(url, OTHER)
+
+
+def test_a_thread_only_in_the_stock_table_is_found_and_erased(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/app.db"
+    _stock_history(url, "t1").add_user_message(f"my number is {SECRET}")
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        memory.save("t2", "q", "a")  # memshift's tables exist; t1 was never touched
+        report = admin.forget(memory, "t1")
+        assert report.legacy_messages == 1
+    assert not _found(url, SECRET)
+
+
+def test_a_tool_call_goes_with_its_result() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    memory = SummaryMemory(policy=MemoryPolicy(max_tokens=2000))
+    memory.save_messages("t", [HumanMessage("look me up"),
+                               AIMessage("", tool_calls=[{"name": "lookup", "id": "c1",
+                                                          "args": {"passport": SECRET}}]),
+                               ToolMessage("found: a record", tool_call_id="c1"),
+                               AIMessage("done")])
+    memory.save("t", "next", "ok")
+    report = memory.forget("t", SECRET)
+    assert report.messages_removed == 2  # the call and its result
+    kinds = [(m.type, m.content) for m in memory.load("t").messages]
+    assert kinds == [("human", "look me up"), ("ai", "done"), ("human", "next"), ("ai", "ok")]

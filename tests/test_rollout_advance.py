@@ -194,3 +194,26 @@ def test_fold_failures_of_the_moved_cohort_trip_the_guard(tmp_path: Path) -> Non
                     guards=parse_guards("fold_failure_rate<0.05"), interval=1.0, sleep=traffic)
     assert steps[-1].decision == "halted" and steps[-1].evidence["fold_failures"] > 0
     assert len(steps) == 1 and steps[0].tripped == ["fold_failure_rate<0.05"]
+
+
+def test_a_thread_that_fails_to_move_halts_even_an_unjudged_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compat import admin
+    from compat.rollout import advance
+    from adapters.protocol import Engine
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        for thread in THREADS[:30]:
+            memory.save(thread, "q", "a")
+
+    def broken(self: Any, thread_id: str) -> Any:
+        raise RuntimeError("the move failed")
+
+    monkeypatch.setattr(Engine, "place", broken)
+    steps = advance(lambda share: SummaryMemory(store=url, policy=POLICY, backend="staged",
+                                                rollout=share),
+                    admin.iter_thread_ids, start=0.0, target=1.0, step=0.5,
+                    guards=parse_guards("fold_failures<1"), min_threads=1000)
+    assert len(steps) == 1 and steps[0].decision == "halted" and steps[0].failed > 0
+    assert "failed to move" in steps[0].tripped[0]

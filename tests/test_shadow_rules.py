@@ -31,6 +31,10 @@ def _view(summary: str = "s", messages: list | None = None, folds: int = 1) -> M
     (_view(folds=2), "fold_count"),
     (_view(messages=[SystemMessage("hello there"), AIMessage("hi")]), "message_roles"),
     (_view(messages=[HumanMessage("hello there")]), "window"),
+    # whitespace and roles never hide a real change: other tool arguments, other roles
+    (_view(messages=[HumanMessage("hello there"), AIMessage("hi ", tool_calls=[
+        {"name": "transfer", "args": {"amount": 10000}, "id": "c1"}])]), "window"),
+    (_view(messages=[AIMessage("hello there"), HumanMessage("hi")]), "window"),
     (_view(summary="x", messages=[HumanMessage("other")]), "window"),
 ])
 def test_each_difference_gets_its_class(other: MemoryView, cls: str) -> None:
@@ -58,6 +62,24 @@ def test_a_rule_that_raises_explains_nothing() -> None:
 
     verdict = Rules(ignore=[broken]).judge(_view(), _view(messages=[]))
     assert verdict.cls == "window" and not verdict.ignored
+
+
+def test_tool_arguments_and_human_ai_swaps_are_not_whitespace_or_roles() -> None:
+    calls = [{"name": "transfer", "args": {"amount": 10}, "id": "c1"}]
+    mine = _view(messages=[HumanMessage("pay"), AIMessage("ok", tool_calls=calls)])
+    other = _view(messages=[HumanMessage("pay "), AIMessage("ok", tool_calls=[
+        {**calls[0], "args": {"amount": 10000}}])])
+    assert Rules().judge(mine, other).cls == "window"
+    assert Rules().judge(mine, _view(messages=[HumanMessage("pay  "), AIMessage(
+        "ok", tool_calls=calls)])).cls == "whitespace"
+
+
+def test_a_compare_rule_that_raises_is_a_counted_mismatch() -> None:
+    def broken(a: MemoryView, b: MemoryView) -> bool:
+        raise RuntimeError("bug in compare")
+
+    verdict = Rules(compare=broken).judge(_view(), _view())
+    assert verdict.cls == "compare_error" and not verdict.ignored and verdict.diffs
 
 
 def test_compare_replaces_the_equivalence() -> None:

@@ -16,22 +16,23 @@ hash and never holds the erased text.
 
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Placements, Store, require
-from compat._turns import check_thread_id
+from adapters.telemetry import thread_hash
+from compat._adopt import legacy_adopter
+from compat._turns import check_thread_id, stable_ids
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
@@ -47,11 +48,6 @@ class NothingToForget(ConfigError):
     look like a served erasure request)."""
 
 
-def thread_hash(thread_id: str) -> str:
-    """How audits name a thread: its id may itself be personal data."""
-    return hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
 @dataclass
 class ForgetReport:
     thread: str  # thread_hash(thread_id)
@@ -59,6 +55,7 @@ class ForgetReport:
     dry_run: bool
     messages_removed: int = 0
     messages_kept: int = 0
+    legacy_messages: int = 0  # in a stock history (chat_memory=, message_store): held / erased
     stores: int = 0  # stores that held something of the thread
     rebuilt_folds: int | None = None  # the rebuilt summary's folds (match), else None
     shadow_lines_removed: int = 0
@@ -88,32 +85,44 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
     if match is not None and not match:
         raise ConfigError("match must be a non-empty text (omit it to forget the whole thread)")
     engine = memory.backend_impl
+    if not dry_run:  # a shadow's queued writes and background folds land first, not after
+        memory.drain(memory.active_policy.summary_timeout)
     where = engine.locate(tid, move=False)
     home = require(where.store, "reads", "forget")
     others = [s for s in engine.stores() if s is not home]
+    legacy = legacy_adopter(memory, home, tid)
     report = ForgetReport(thread_hash(tid), match is None, dry_run)
     logs = _shadow_logs(memory, shadow_logs)
     for _ in range(ATTEMPTS):
         transcript = home.transcript(tid)
+        old = stable_ids(tid, legacy.read(tid)) if legacy is not None else []
         held = [s for s in (home, *others) if _holds(s, tid, s is home and bool(transcript))]
-        if not held:
+        if not held and not old:
             raise NothingToForget(f"no store of this memory holds thread {tid!r}; nothing was "
                                   "erased")
-        report.stores = len(held)
+        report.stores, report.legacy_messages = len(held), len(old)
         if match is None:
             report.messages_removed = len(transcript)
             if not dry_run:
-                for store in held:
+                if old and legacy is not None and legacy.wipe is not None:
+                    legacy.wipe(tid)  # first: a thread erased here is never adopted again
+                for store in sorted(held, key=lambda s: s is home):  # the home (placement) last
                     _erase(store, tid, placement=True)
             break
-        gone = [m for m in transcript if match in text_of(m)]
-        kept = [m for m in transcript if match not in text_of(m)]
+        gone = _gone(transcript, match)
+        kept = [m for m in transcript if m.id not in gone]
         report.messages_removed, report.messages_kept = len(gone), len(kept)
+        old_gone = _gone(old, match)
+        report.legacy_messages = len(old_gone)
         if dry_run:
             break
+        if old_gone and legacy is not None:
+            _rewrite_legacy(legacy, tid, [m for m in old if m.id not in old_gone])
         for store in others:
             if store in held:
                 _erase(store, tid, placement=False)
+        if not transcript or not gone:
+            break
         if not kept:
             _erase(home, tid, placement=False)
             break
@@ -125,13 +134,43 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
     if not dry_run:
         report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
         report.mismatches_removed = _drop_mismatches(engine, tid)
-        if compact:
-            report.compacted = [s.url for s in held if hasattr(s, "compact")]
-            for store in held:
-                if hasattr(store, "compact"):
-                    store.compact()
-        _audit(memory, report)
+        compacted = [s for s in held if hasattr(s, "compact")] if compact else []
+        report.compacted = [s.url for s in compacted]
+        _audit(memory, report)  # before compacting: a busy file does not undo the record
+        for store in compacted:
+            store.compact()
     return report
+
+
+def _gone(messages: Sequence[BaseMessage], match: str) -> set[str]:
+    """The ids of the messages holding ``match``, with the other half of each tool call
+    they take part in (a call without its result, or a result without its call, is a
+    history no provider accepts)."""
+    gone = {m.id for m in messages if m.id and match in text_of(m)}
+    calls: dict[str, str] = {}  # tool call id -> the AI message that made it
+    for m in messages:
+        if isinstance(m, AIMessage) and m.id:
+            for call in m.tool_calls:
+                if (call_id := call.get("id")) is not None:
+                    calls[call_id] = m.id
+    for m in messages:  # a result that goes takes its call along
+        if m.id in gone and isinstance(m, ToolMessage) and m.tool_call_id in calls:
+            gone.add(calls[m.tool_call_id])
+    for m in messages:  # a call that goes takes every result of it along
+        if isinstance(m, ToolMessage) and calls.get(m.tool_call_id) in gone and m.id:
+            gone.add(m.id)
+    return gone
+
+
+def _rewrite_legacy(legacy: Any, tid: str, kept: list[BaseMessage]) -> None:
+    """The stock history without the erased messages, the rest with the ids memshift gave
+    them (so the next touch finds nothing to import again)."""
+    if legacy.wipe is None or legacy.append is None:
+        raise StoreError("the legacy history of this thread cannot be rewritten; nothing of "
+                         "it was erased")
+    legacy.wipe(tid)
+    if kept:
+        legacy.append(tid, kept)
 
 
 def _holds(store: Store, tid: str, has_transcript: bool) -> bool:
@@ -183,10 +222,12 @@ def _shadow_logs(memory: SummaryMemory, extra: Iterable[str]) -> list[str]:
 def _scrub_log(path: str, tid: str, match: str | None) -> int:
     """Rewrite a shadow log without the thread's lines (a diff may quote any of its text,
     cut at 80 characters: every line of the thread goes, and any other line holding
-    ``match``). Atomic: a temporary file in the same folder replaces it."""
-    source = Path(path)
-    kept, removed = [], 0
-    with source.open(encoding="utf-8", errors="surrogateescape") as log:
+    ``match``). In place, under the lock the shadow takes to append: a line written by
+    another process meanwhile waits, then lands after the rewrite."""
+    removed = 0
+    with open(path, "r+", encoding="utf-8", errors="surrogateescape") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        kept = []
         for line in log:
             try:
                 entry = json.loads(line)
@@ -197,12 +238,12 @@ def _scrub_log(path: str, tid: str, match: str | None) -> int:
                 removed += 1
             else:
                 kept.append(line)
-    if removed:
-        fd, scratch = tempfile.mkstemp(dir=source.parent, prefix=".memshift-forget-")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as out:
-            out.writelines(kept)
-        os.chmod(scratch, source.stat().st_mode & 0o777)
-        os.replace(scratch, source)
+        if removed:
+            log.seek(0)
+            log.writelines(kept)
+            log.truncate()
+            log.flush()
+            os.fsync(log.fileno())
     return removed
 
 

@@ -182,19 +182,22 @@ def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Itera
 
             evidence = gather(cohort, since, shadow_log,
                               lambda tid: summary_history(memory, tid))
-        tripped = [str(g) for g in guards if not g.holds(evidence)]
         judged = evidence.threads >= min_threads
-        decision = "reached" if share == target else "advanced"
-        if not judged:
-            decision, tripped = "unjudged" if share != target else "reached", []
-        elif tripped or failed:
-            tripped = tripped or [f"{failed} thread(s) failed to move"]
+        tripped = [str(g) for g in guards if not g.holds(evidence)] if judged else []
+        if failed:  # judged or not: a thread that did not move is never walked past
+            tripped.append(f"{failed} thread(s) failed to move")
+        decision = ("reached" if share == target else "advanced") if judged or tripped else \
+            ("reached" if share == target else "unjudged")
+        if tripped:
             decision = "halted"
             if rollback_on_trip:
                 with memory_at(previous) as back:
-                    _move(back, sorted(moved), backward)
+                    _, stuck = _move(back, sorted(moved), backward)
                 cohort -= moved
                 decision = "rolled_back"
+                if stuck:
+                    tripped.append(f"{stuck} thread(s) failed to move back")
+                    decision = "halted"
         result = Step(previous, share, len(moved), failed, decision, evidence.as_dict(), tripped)
         steps.append(result)
         if on_step is not None:
