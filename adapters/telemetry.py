@@ -2,8 +2,9 @@
 
 Without ``opentelemetry-api`` nothing is imported and every hook is a constant check: the
 drivers get their steps back untouched. With it, memshift records on the global providers
-(or on those given to :func:`configure`), which do nothing until the application installs an
-SDK. ``MEMSHIFT_OTEL=0`` turns it off.
+once the application installs an SDK (checked at most once a second; until then the hooks
+stay as cheap as without the API), or on the providers given to :func:`configure`.
+``MEMSHIFT_OTEL=0`` turns it off.
 
 Attributes are numbers and names only: a thread is its hash (``thread_hash``), never its id;
 no message text, summary or secret is ever an attribute. Metric names (meter ``memshift``):
@@ -61,7 +62,8 @@ class _Telemetry:
     """The instruments, made once per provider pair; ``on`` is False without the API."""
 
     def __init__(self) -> None:
-        self.on = False
+        self.on = self._live = self._explicit = False
+        self._next_check = 0.0
         self._pending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def setup(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
@@ -70,6 +72,11 @@ class _Telemetry:
         if api is None:
             return
         metrics, trace = api
+        self._api = api
+        self._explicit = meter_provider is not None or tracer_provider is not None
+        self._next_check = 0.0
+        if not hasattr(self, "_default_meter"):  # what the API hands out before an SDK is set
+            self._default_meter = type(metrics.get_meter_provider())
         version = _version()
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("memshift", version)
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("memshift",
@@ -89,6 +96,22 @@ class _Telemetry:
                              description="candidate writes dropped (queue full)")
         meter.create_observable_gauge("memshift.folds.pending", callbacks=[self._observe],
                                       description="background folds not yet landed")
+
+    def live(self) -> bool:
+        """Whether anything would receive what memshift records: providers given to
+        ``configure``, or an SDK installed globally (checked at most once a second). With the
+        API alone, the drivers run bare: no hash, no span, no clock read."""
+        if not self.on:
+            return False
+        if self._explicit:
+            return True
+        now = time.monotonic()
+        if now >= self._next_check:
+            metrics, trace = self._api
+            self._next_check = now + 1.0
+            self._live = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) \
+                or type(metrics.get_meter_provider()) is not self._default_meter
+        return self._live
 
     # -- what the library reports -----------------------------------------------------------
     def watch(self, engine: Any) -> None:
@@ -113,7 +136,7 @@ class _Telemetry:
 
     def fold(self, record: Any) -> None:
         """One fold record (``FoldRecord.log``): latency, the call, tokens, failures."""
-        if not self.on:
+        if not self.live():
             return
         attrs = {"memshift.backend": record.backend or "", "memshift.trigger": record.trigger}
         seconds = record.duration_ms / 1000
@@ -131,18 +154,18 @@ class _Telemetry:
             span.end(end_time=end)
 
     def move(self, thread_id: str, source: str, target: str) -> None:
-        if self.on:
+        if self.live():
             attrs = {"from": source, "to": target}
             self.moves.add(1, attrs)
             self.tracer.start_span("memshift.move", attributes={
                 **attrs, "memshift.thread.hash": thread_hash(thread_id)}).end()
 
     def mismatch(self, kind: str, cls: str, ignored: bool) -> None:
-        if self.on:
+        if self.live():
             self.mismatches.add(1, {"kind": kind, "class": cls, "ignored": ignored})
 
     def drop(self) -> None:
-        if self.on:
+        if self.live():
             self.drops.add(1)
 
 
@@ -174,8 +197,9 @@ Steps = Generator[Any, Any, Any]
 
 
 def observed(kind: str, engine: Any, thread_id: str, steps: Steps) -> Steps:
-    """``steps`` timed and traced as one ``save``/``load`` (``steps`` itself when off)."""
-    if not TELEMETRY.on:
+    """``steps`` timed and traced as one ``save``/``load`` (``steps`` itself when off, or
+    when nothing would receive it)."""
+    if not TELEMETRY.live():
         return steps
     return _observed(kind, engine, thread_id, steps, time.perf_counter)
 

@@ -273,3 +273,15 @@ def test_findings_follow_the_thread_key_and_non_literal_stores() -> None:
         (2, "thread-id"), (4, "thread-id"), (5, "thread-id")]
     assert "if it names a persistent store" in notes[0][2]
     assert "'session'" in notes[1][2] and "may lack" in notes[2][2]
+
+
+def test_a_file_with_a_byte_order_mark_is_rewritten_and_keeps_it(tmp_path: Path) -> None:
+    from compat.codemod import run_codemod
+
+    path = tmp_path / "bom.py"
+    path.write_bytes(b"\xef\xbb\xbffrom langchain_classic.memory import "
+                     b"ConversationSummaryBufferMemory\n")
+    report = run_codemod([tmp_path], write=True)
+    assert not report.skipped and [f for f in report.files if f.changed]
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and b"from compat import SummaryMemory" in data

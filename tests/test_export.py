@@ -264,3 +264,19 @@ def test_help_names_the_options() -> None:
     for option in ("--store-env", "--store-file", "--threads", "--sample", "--seed"):
         assert option in text
     assert "export" in runner.invoke(root, ["--help"], prog_name="memshift").output
+
+
+def test_stock_sessions_not_adopted_yet_are_named_not_skipped_in_silence(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    from compat import SummaryMemory, cli
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    SQLChatMessageHistory(session_id="old-1", connection=url).add_user_message("hello")
+    with SummaryMemory(store=url) as memory:
+        memory.save("new-1", "q", "a")
+    assert cli.main(["export", "--store", url]) == 0
+    captured = capsys.readouterr()
+    assert '"new-1"' in captured.out and '"old-1"' not in captured.out
+    assert "1 session(s) of the stock table message_store are not adopted yet" in captured.err

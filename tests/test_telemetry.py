@@ -153,3 +153,29 @@ def test_memshift_otel_0_turns_it_off() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**__import__("os").environ, "MEMSHIFT_OTEL": "0"})
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_the_api_alone_costs_nothing_and_a_global_sdk_is_picked_up() -> None:
+    """With the API but no SDK the drivers run bare; once the application installs an SDK
+    globally (after memshift was imported, as apps do), memshift's metrics reach it."""
+    code = (
+        "import time\n"
+        "from adapters import telemetry\n"
+        "from compat import SummaryMemory\n"
+        "steps = iter(())\n"
+        "assert telemetry.TELEMETRY.on and not telemetry.TELEMETRY.live()\n"
+        "assert telemetry.observed('save', None, 't', steps) is steps\n"
+        "from opentelemetry import metrics\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "reader = InMemoryMetricReader()\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "time.sleep(1.1)\n"
+        "m = SummaryMemory(); m.save('t', 'q', 'a'); m.load('t')\n"
+        "names = [x.name for rm in reader.get_metrics_data().resource_metrics\n"
+        "         for sm in rm.scope_metrics for x in sm.metrics]\n"
+        "print('memshift.save.duration' in names)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -92,4 +92,27 @@ def export(threads_file: str | None, sample: int | None, seed: int, quiet: bool,
             if current is not None:
                 tick()
     out.note(f"export: {messages} message(s) of {threads} thread(s) from {show_url(url)}")
+    if listed is None and (waiting := _unadopted(url)):
+        out.warn(f"{waiting} session(s) of the stock table message_store are not adopted yet "
+                 "and were not exported (a first touch or memshift migrate adopts them)")
     return 0
+
+
+def _unadopted(url: str) -> int:
+    """Sessions of the stock ``message_store`` table memshift holds no transcript of: an
+    export that leaves them out says so (no silent gaps)."""
+    from sqlalchemy import text
+
+    from adapters.stores.readonly import read_engine, table_names
+    from compat._adopt import DEFAULT_LEGACY_TABLE
+
+    if DEFAULT_LEGACY_TABLE not in table_names(url, snapshot=True):
+        return 0
+    engine = read_engine(url, snapshot=True)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text(
+                f"SELECT count(DISTINCT session_id) FROM {DEFAULT_LEGACY_TABLE} WHERE session_id "
+                "NOT IN (SELECT thread_id FROM memshift_transcript)")).scalar() or 0)
+    finally:
+        engine.dispose()

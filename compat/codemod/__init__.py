@@ -165,13 +165,15 @@ def run_codemod(paths: Iterable[str | Path], write: bool = False) -> CodemodRepo
             report.skipped.append({"path": str(path), "reason": "not a Python file"})
             continue
         raw = path.read_bytes()
+        bom = raw.startswith(b"\xef\xbb\xbf")  # kept on write; LibCST reads the text after it
         try:
-            source = raw.decode("utf-8")
+            source = raw[3:].decode("utf-8") if bom else raw.decode("utf-8")
         except UnicodeDecodeError:
             report.skipped.append({"path": str(path), "reason": "not UTF-8: not read"})
             continue
         result = codemod_source(source, str(path))
         report.files.append(result)
         if write and result.changed:
-            path.write_bytes(result.new_source.encode("utf-8"))
+            path.write_bytes((b"\xef\xbb\xbf" if bom else b"")
+                             + result.new_source.encode("utf-8"))
     return report
