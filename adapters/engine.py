@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,7 +40,7 @@ from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
 from adapters.summarizer import Summarizer
-from adapters.view import MemoryView, OwnedTurn, ThreadRecord, set_id, with_id
+from adapters.view import MemoryView, OwnedTurn, ThreadRecord, fresh_ids, new_id  # noqa: F401 (new_id: re-exported)
 from adapters.workers import WorkersBusy, run_in_background
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine", "as_list"]
@@ -201,7 +200,7 @@ class MemoryEngine(Engine):
                 if ids and len(ids) == len(turn) and set(ids) <= known and \
                         (yield self._run(tx, self.store.last_ids, len(ids))) == ids:
                     return None  # a client retrying a turn that did commit: no-op
-                stored = _fresh_ids(turn, known, owned)
+                stored = fresh_ids(turn, known, owned)
                 if owned:  # the store may keep these very objects: nobody else holds them
                     self.store.adopt(tx, stored)
                 yield self._run(tx, self.store.append_transcript,
@@ -381,29 +380,3 @@ class MemoryEngine(Engine):
                     yield from check()
             return True
         return (yield from in_transaction(self.store, record.thread_id, body))
-
-
-def new_id() -> str:
-    """A random (version 4) UUID as a string, like ``str(uuid.uuid4())`` at 40% of its cost
-    (``uuid.UUID`` validates and converts in Python)."""
-    x = os.urandom(16).hex()
-    return f"{x[:8]}-{x[8:12]}-4{x[13:16]}-{_VARIANT[int(x[16], 16) & 3]}{x[17:20]}-{x[20:]}"
-
-
-_VARIANT = "89ab"  # RFC 4122 variant: the top two bits of byte 8 are 10
-
-
-def _fresh_ids(turn: list[BaseMessage], taken: set[str], owned: bool = False) -> list[BaseMessage]:
-    """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
-    reducer would otherwise replace the earlier message and the transcript skip it. The
-    caller's messages are copied first; an owned turn's are changed in place."""
-    out, seen = [], set()
-    for message in turn:
-        if message.id is None or message.id in taken or message.id in seen:
-            if owned:
-                set_id(message, new_id())
-            else:
-                message = with_id(message, new_id())  # a copy: the caller's message is untouched
-        seen.add(message.id)
-        out.append(message)
-    return out

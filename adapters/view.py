@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -10,8 +11,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["MemoryView", "OwnedTurn", "ThreadRecord", "compare_views", "detach", "kept_run",
-           "message_signature", "new_message", "set_id", "with_id"]
+__all__ = ["MemoryView", "OwnedTurn", "ThreadRecord", "compare_views", "detach", "fresh_ids",
+           "kept_run", "message_signature", "new_id", "new_message", "set_id", "with_id"]
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # immutable: shared, never copied
@@ -196,3 +197,28 @@ def compare_views(a: MemoryView, b: MemoryView) -> list[str]:
 
 def _brief(messages: Sequence[BaseMessage]) -> str:
     return "[" + ", ".join(f"{m.type}:{str(m.content)[:24]!r}" for m in messages) + "]"
+
+def new_id() -> str:
+    """A random (version 4) UUID as a string, like ``str(uuid.uuid4())`` at 40% of its cost
+    (``uuid.UUID`` validates and converts in Python)."""
+    x = os.urandom(16).hex()
+    return f"{x[:8]}-{x[8:12]}-4{x[13:16]}-{_VARIANT[int(x[16], 16) & 3]}{x[17:20]}-{x[20:]}"
+
+
+_VARIANT = "89ab"  # RFC 4122 variant: the top two bits of byte 8 are 10
+
+
+def fresh_ids(turn: list[BaseMessage], taken: set[str], owned: bool = False) -> list[BaseMessage]:
+    """A message id the thread has seen (or the turn repeats) gets a new id: LangGraph's
+    reducer would otherwise replace the earlier message and the transcript skip it. The
+    caller's messages are copied first; an owned turn's are changed in place."""
+    out, seen = [], set()
+    for message in turn:
+        if message.id is None or message.id in taken or message.id in seen:
+            if owned:
+                set_id(message, new_id())
+            else:
+                message = with_id(message, new_id())  # a copy: the caller's message is untouched
+        seen.add(message.id)
+        out.append(message)
+    return out

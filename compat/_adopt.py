@@ -143,8 +143,7 @@ class LegacyAdopter:
         will store (set now, in place: the turn is owned) and as copies of its own."""
         if self.write is None:
             return
-        from adapters.engine import new_id
-        from adapters.view import detach, set_id
+        from adapters.view import detach, new_id, set_id
 
         policy.check_sizes(turn)  # refused here, or the history would hold it
         for message in turn:
