@@ -34,6 +34,7 @@ def talk_with_retries(backend: str, url: str, thread: str, tag: str, turns: int,
     """Save turns with stable message ids; a ``StoreError`` is retried with the same ids
     (a retry of a committed turn is a no-op). Each returned save is logged, fsync'd."""
     with _memory(backend, url, retries=50) as memory, open(log, "a") as out:
+        open(log + ".ready", "w").close()  # opened: the parent may start cutting connections
         for i in range(turns):
             human, ai = filler_turn(f"{tag}", i, 8)
             turn = [HumanMessage(human, id=f"{tag}-{i}-h"), AIMessage(ai, id=f"{tag}-{i}-a")]

@@ -50,6 +50,10 @@ def test_terminated_connections_lose_no_returned_turn(backend: str, fresh_store,
     children = [_child("talk", backend, url, "shared", f"p{n}", "25", str(logs[n]))
                 for n in range(2)]
     killed = 0
+    deadline = time.monotonic() + 120  # both stores open first: a loaded machine opens slowly
+    while not all(Path(f"{log}.ready").exists() for log in logs) and \
+            time.monotonic() < deadline and all(c.poll() is None for c in children):
+        time.sleep(0.02)
     with pg_server.admin() as admin:
         while any(c.poll() is None for c in children):
             killed += len(admin.execute(
