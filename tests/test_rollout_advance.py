@@ -20,7 +20,7 @@ from compat.testing import filler_turn
 from compat import ConfigError
 
 POLICY = MemoryPolicy(max_tokens=120, keep_tokens=60)
-THREADS = [f"user-{n}" for n in range(80)]
+THREADS = [f"user-{n}" for n in range(60)]
 
 
 def _divergent(rate: float) -> set[str]:
