@@ -176,9 +176,8 @@ def test_a_failing_summarizer_erases_nothing(tmp_path: Path) -> None:
         assert _state(memory, "alice") == before  # nothing lost, nothing half-erased
 
 
-def test_cli_forget_and_its_audit_row(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_cli_forget_and_its_audit_row(url: str, capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path}/app.db"
     with SummaryMemory(store=url, policy=POLICY) as memory:
         _talk(memory, "alice", SECRET)
         _talk(memory, "bob", OTHER)
