@@ -13,7 +13,9 @@ the data. The write is a move, with a move's guarantees:
   ``changed during migration`` and is not counted as verified.
 
 Re-running skips threads that are already identical, so a crashed migration is finished by
-running it again; rollback is the same call reversed.
+running it again; rollback is the same call reversed. On a SQL target a re-run reads a page
+of threads at a time (``compat.migrating.pages``): a thread a verified migration of this
+source left exactly as it is on both sides costs no read of its own.
 
 Every thread ends as exactly one of migrated, skipped or failed. ``rebuilt``, ``verified``
 and ``changed`` are separate facts about those threads: a rebuilt thread's summary was
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +43,7 @@ from compat.memory import SummaryMemory
 from compat.admin import last_transcript_id
 from compat.sources import SourceThread, ThreadSource, as_source
 from compat import admin
+from compat.migrating.pages import behind_page, check_page, page_store, pages
 
 __all__ = ["MigrationReport", "migrate"]
 
@@ -184,11 +188,14 @@ Fingerprint = Callable[[str], "tuple[int, str] | None"]  # a source's (count, ne
 
 
 def fingerprint_of(record: ThreadRecord) -> dict[str, Any] | None:
-    """What a migrated record remembers: the source's size and newest id, the state written."""
+    """What a migrated record remembers: the source's size and newest id, the state written,
+    and a token naming this write (its verification confirms the mark by it). The store adds
+    the state stamp its transaction leaves (``adapters.stores.marks``)."""
     if not record.transcript:
         return None
     return {"count": len(record.transcript), "last_id": record.transcript[-1].id,
-            "state": _state_hash(record.summary, record.folds, record.window)}
+            "state": _state_hash(record.summary, record.folds, record.window),
+            "token": uuid.uuid4().hex, "verified": False}
 
 
 def unchanged(target: SummaryMemory, thread_id: str, source: str, read: Fingerprint) -> bool:
@@ -238,14 +245,33 @@ def migrate(
         policy_for = (lambda _tid: target.active_policy) if target is not None else \
             (lambda _tid: None)
     ids = _Again(threads, src)
-    for thread_id in ids.first():
-        outcome = _migrate_one(src.read, target, thread_id, report, verify=verify,
-                               dry_run=dry_run, policy_for=policy_for, fingerprint=fingerprint)
-        if on_thread is not None:
-            on_thread(thread_id, outcome)
+    store = page_store(target) if fingerprint is not None else None
+    for page in pages(ids.first()):
+        check = check_page(src, store, page, f"migrated from {src.name}") if store else None
+        for thread_id in page:
+            if check is not None and thread_id in check.unchanged:
+                outcome = _fingerprinted(report, thread_id, verify)
+            else:
+                outcome = _migrate_one(
+                    src.read, target, thread_id, report, verify=verify, dry_run=dry_run,
+                    policy_for=policy_for, fingerprint=fingerprint, store=store,
+                    paged=check is not None,
+                    pending=check.pending.get(thread_id) if check is not None else None)
+            if on_thread is not None:
+                on_thread(thread_id, outcome)
     if target is not None and not dry_run:
-        _delta(src, target, ids, report, verify=verify, policy_for=policy_for)
+        _delta(src, target, ids, report, verify=verify, policy_for=policy_for,
+               fingerprint=fingerprint, store=store)
     return report
+
+
+def _fingerprinted(report: MigrationReport, thread_id: str, verify: bool) -> str:
+    """Unchanged on both sides since a verified migration: nothing read, nothing rebuilt."""
+    report.skipped.append((thread_id, ALREADY))
+    if verify:
+        report.verified.append(thread_id)
+    report.fingerprinted.append(thread_id)
+    return "skipped"
 
 
 def _behind(src: ThreadSource, target: SummaryMemory, thread_id: str) -> bool:
@@ -257,17 +283,33 @@ def _behind(src: ThreadSource, target: SummaryMemory, thread_id: str) -> bool:
         return False
 
 
+def _behind_in(src: ThreadSource, target: SummaryMemory, store: Any,
+               page: list[str]) -> list[str]:
+    """The page's threads whose source holds a newer message than the target: one read of
+    each side for the page where both can, else thread by thread."""
+    if store is not None:
+        try:
+            found = behind_page(src, store, page)
+        except Exception:  # judged thread by thread (a thread that cannot be read now
+            found = None  # keeps its earlier outcome)
+        if found is not None:
+            return found
+    return [t for t in page if _behind(src, target, t)]
+
+
 def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: MigrationReport,
-           *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None]) -> None:
+           *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None],
+           fingerprint: Fingerprint | None = None, store: Any = None) -> None:
     """Threads written in the source during the run: copied again once, then any that moved
     on once more are reported ``changed during migration`` (not verified)."""
     settled = {t for t, r in report.skipped if r in (TARGET_NEWER, NOT_FOUND)}
     settled.update(t for t, _ in report.failed)
-    behind = [t for t in ids.again() if t not in settled and _behind(src, target, t)]
+    behind = [t for page in pages(ids.again()) for t in _behind_in(src, target, store, page)
+              if t not in settled]
     for thread_id in behind:
         report.forget(thread_id)
         _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
-                     policy_for=policy_for)
+                     policy_for=policy_for, fingerprint=fingerprint, store=store, paged=True)
         report.caught_up.append(thread_id)
     for thread_id in behind:
         if _behind(src, target, thread_id):
@@ -279,16 +321,16 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
                  thread_id: str, report: MigrationReport, *, verify: bool, dry_run: bool,
                  policy_for: Callable[[str], MemoryPolicy | None],
-                 fingerprint: Fingerprint | None = None) -> str:
+                 fingerprint: Fingerprint | None = None, store: Any = None,
+                 paged: bool = False, pending: str | None = None) -> str:
+    """One thread the full way. ``paged``: the page check already judged the fingerprint;
+    ``pending``: the token of this source's mark, unverified, that a comparison finding the
+    thread identical confirms."""
     try:
         started = time.perf_counter()
-        if target is not None and fingerprint is not None and \
+        if target is not None and fingerprint is not None and not paged and \
                 unchanged(target, thread_id, report.source, fingerprint):
-            report.skipped.append((thread_id, ALREADY))  # nothing read, nothing rebuilt
-            if verify:
-                report.verified.append(thread_id)
-            report.fingerprinted.append(thread_id)
-            return "skipped"
+            return _fingerprinted(report, thread_id, verify)
         found = read(thread_id)
         if found is None:
             report.skipped.append((thread_id, NOT_FOUND))
@@ -308,6 +350,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.skipped.append((thread_id, ALREADY))
                 if verify:
                     report.verified.append(thread_id)
+                    if pending and store is not None and not dry_run:
+                        store.confirm_mark(thread_id, pending)
                 return "skipped"
             if dry_run:
                 report.migrated.append(thread_id)
@@ -316,8 +360,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 return "would migrate"
             assert target is not None
             last = have[-1].id if have and have[-1].id else ""
-            if _write(target, record, policy, report.source, started, last,
-                      remember=fingerprint is not None):
+            mark = fingerprint_of(record) if fingerprint is not None else None
+            if _write(target, record, policy, report.source, started, last, mark):
                 break
         else:  # the target kept receiving turns while it was being written
             report.failed.append((thread_id, "the target kept changing during the migration; "
@@ -329,6 +373,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.failed.append((thread_id, "verification: " + "; ".join(diffs)))
                 return "failed"
             report.verified.append(thread_id)
+            if mark is not None and store is not None:  # the mark counts from now on
+                store.confirm_mark(thread_id, mark["token"])
         report.migrated.append(thread_id)
         if found.rebuild:
             report.rebuilt.append(thread_id)
@@ -339,7 +385,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
 
 
 def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | None,
-           source: str, started: float, expect_last_id: str, remember: bool = False) -> bool:
+           source: str, started: float, expect_last_id: str,
+           mark: dict[str, Any] | None = None) -> bool:
     """Transcript, state and a ``migrated`` fold record in one transaction (a shadow or
     staged target writes them through its own restore), only if the target's newest
     transcript message is still ``expect_last_id``."""
@@ -347,8 +394,8 @@ def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | N
                                policy or target.active_policy, trigger=f"migrated from {source}",
                                summarizer="migration", backend=target.backend_name,
                                started=started)
-    if remember:
-        fold = replace(fold, source=fingerprint_of(record))
+    if mark is not None:
+        fold = replace(fold, source=mark)
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
     return admin.restore_thread(target, record, fold_record=fold, expect_last_id=expect_last_id)

@@ -128,6 +128,29 @@ class ClassicHistorySource:
         count = int(row[0])
         return count, stable_id(thread_id, count - 1, messages_from_dict([json.loads(str(row[1]))])[0])
 
+    def fingerprints(self, thread_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """``fingerprint`` of each listed thread the table holds, in one query for the page."""
+        import json
+
+        from langchain_core.messages import messages_from_dict
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(self._fingerprints_sql, {"ids": list(thread_ids)}).all()
+        return {tid: (int(n), stable_id(tid, int(n) - 1,
+                                        messages_from_dict([json.loads(str(raw))])[0]))
+                for tid, n, raw in rows if n}
+
+    @functools.cached_property
+    def _fingerprints_sql(self) -> Any:
+        from sqlalchemy import bindparam, column, func, select, table
+
+        rows = table(self.table, column("id"), column("session_id"), column("message"))
+        stats = (select(rows.c.session_id, func.count().label("n"), func.max(rows.c.id).label("top"))
+                 .where(rows.c.session_id.in_(bindparam("ids", expanding=True)))
+                 .group_by(rows.c.session_id).subquery())
+        return select(stats.c.session_id, stats.c.n, rows.c.message).join_from(
+            stats, rows, rows.c.id == stats.c.top)
+
     @functools.cached_property
     def _fingerprint_sql(self) -> Any:
         from sqlalchemy import bindparam, column, func, select, table
@@ -168,6 +191,14 @@ class SummaryMemorySource(ClassicHistorySource):
         super().__init__(url, table, engine)
         self.summaries = dict(summaries or {})
         self.name = f"stock ConversationSummaryMemory history ({table})"
+
+    def fingerprint(self, thread_id: str) -> tuple[int, str] | None:
+        """A thread with a given summary has none: the summaries file may have changed since
+        (a re-run compares it in full)."""
+        return None if thread_id in self.summaries else super().fingerprint(thread_id)
+
+    def fingerprints(self, thread_ids: list[str]) -> dict[str, tuple[int, str]]:
+        return super().fingerprints([t for t in thread_ids if t not in self.summaries])
 
     def read(self, thread_id: str) -> SourceThread | None:
         found = super().read(thread_id)

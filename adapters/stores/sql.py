@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
 from adapters.stores.batch import Batch
+from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
     DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
     READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, load_message,
@@ -76,7 +77,7 @@ class SqlClassic(ClassicState):
         self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
-class SqlStore(AsyncDriver, Placements, Reads):
+class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
