@@ -29,9 +29,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -43,72 +42,12 @@ from compat.memory import SummaryMemory
 from compat.admin import last_transcript_id
 from compat.sources import SourceThread, ThreadSource, as_source
 from compat import admin
-from compat.migrating.pages import behind_page, check_page, page_store, pages
+from compat.migrating.pages import behind_page, check_page, page_store, pages, read_page
+from compat.migrating.report import (  # the report's names stay importable from here
+    ALREADY, ATTEMPTS, CHANGED, NOT_FOUND, TARGET_NEWER, MigrationReport,  # noqa: F401
+)
 
 __all__ = ["MigrationReport", "migrate"]
-
-ALREADY = "already migrated (identical)"
-NOT_FOUND = "not found in the source"
-TARGET_NEWER = "target newer (it moved on since it was migrated: kept as it is)"
-CHANGED = "changed during migration"
-ATTEMPTS = 3  # compare-and-set rounds against a target that is being written
-
-
-@dataclass
-class MigrationReport:
-    """What happened to each thread. ``ok`` is false when anything failed."""
-
-    source: str
-    target: str
-    dry_run: bool = False
-    migrated: list[str] = field(default_factory=list)  # written (dry run: would be written)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    verified: list[str] = field(default_factory=list)  # re-read and identical to the source
-    rebuilt: list[str] = field(default_factory=list)  # migrated with a summary rebuilt from history
-    changed: list[str] = field(default_factory=list)  # the source moved on after the last copy
-    caught_up: list[str] = field(default_factory=list)  # re-copied by the delta pass
-    # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
-    fingerprinted: list[str] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed, and every thread the run copied is what its source holds."""
-        return not self.failed and not self.changed
-
-    def forget(self, thread_id: str) -> None:
-        """Drop the thread's outcome (the delta pass copies it again)."""
-        for name in ("migrated", "verified", "rebuilt", "fingerprinted"):
-            items = getattr(self, name)
-            if thread_id in items:
-                items.remove(thread_id)
-        self.skipped = [(t, r) for t, r in self.skipped if t != thread_id]
-        self.failed = [(t, r) for t, r in self.failed if t != thread_id]
-
-    @property
-    def total(self) -> int:
-        return len(self.migrated) + len(self.skipped) + len(self.failed)
-
-    def counts(self) -> dict[str, int]:
-        """Outcomes (they add up to ``total``) and the two separate facts."""
-        reasons = self.skipped_by_reason()
-        return {"total": self.total, "migrated": len(self.migrated),
-                "skipped": len(self.skipped), "failed": len(self.failed),
-                "verified": len(self.verified), "rebuilt": len(self.rebuilt),
-                "target_newer": reasons.get(TARGET_NEWER, 0),
-                "changed_during_migration": len(self.changed),
-                "caught_up": len(self.caught_up), "unchanged_since_migrated":
-                len(self.fingerprinted)}
-
-    def skipped_by_reason(self) -> dict[str, int]:
-        return dict(Counter(reason for _, reason in self.skipped))
-
-    def summary_rows(self) -> list[tuple[str, int]]:
-        return [("migrated" if not self.dry_run else "would migrate", len(self.migrated)),
-                ("skipped", len(self.skipped)), ("failed", len(self.failed)),
-                ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt)),
-                ("changed during migration", len(self.changed))]
 
 
 def _record_view(record: ThreadRecord) -> MemoryView:
@@ -247,22 +186,38 @@ def migrate(
     ids = _Again(threads, src)
     store = page_store(target) if fingerprint is not None else None
     for page in pages(ids.first()):
-        check = check_page(src, store, page, f"migrated from {src.name}") if store else None
+        check = _check(src, store, page)
+        read = read_page(src, [t for t in page if check is None or t not in check.unchanged])
+        confirms: dict[str, str] = {}
         for thread_id in page:
             if check is not None and thread_id in check.unchanged:
                 outcome = _fingerprinted(report, thread_id, verify)
             else:
                 outcome = _migrate_one(
-                    src.read, target, thread_id, report, verify=verify, dry_run=dry_run,
-                    policy_for=policy_for, fingerprint=fingerprint, store=store,
-                    paged=check is not None,
-                    pending=check.pending.get(thread_id) if check is not None else None)
+                    read, target, thread_id, report, verify=verify, dry_run=dry_run,
+                    policy_for=policy_for, fingerprint=fingerprint, paged=store is not None,
+                    pending=check.pending.get(thread_id) if check is not None else None,
+                    empty=check is not None and thread_id not in check.on_target,
+                    confirms=confirms)
             if on_thread is not None:
                 on_thread(thread_id, outcome)
+        if confirms and store is not None and not dry_run:  # these marks count from now on
+            store.confirm_marks(confirms)
     if target is not None and not dry_run:
         _delta(src, target, ids, report, verify=verify, policy_for=policy_for,
                fingerprint=fingerprint, store=store)
     return report
+
+
+def _check(src: ThreadSource, store: Any, page: list[str]) -> Any:
+    """The page check, or ``None``: every thread of the page then goes the full path (and a
+    store that cannot be read fails each thread with its own precise error)."""
+    if store is None:
+        return None
+    try:
+        return check_page(src, store, page, f"migrated from {src.name}")
+    except Exception:
+        return None
 
 
 def _fingerprinted(report: MigrationReport, thread_id: str, verify: bool) -> str:
@@ -306,11 +261,15 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
     settled.update(t for t, _ in report.failed)
     behind = [t for page in pages(ids.again()) for t in _behind_in(src, target, store, page)
               if t not in settled]
+    confirms: dict[str, str] = {}
     for thread_id in behind:
         report.forget(thread_id)
         _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
-                     policy_for=policy_for, fingerprint=fingerprint, store=store, paged=True)
+                     policy_for=policy_for, fingerprint=fingerprint, paged=True,
+                     confirms=confirms)
         report.caught_up.append(thread_id)
+    if confirms and store is not None:
+        store.confirm_marks(confirms)
     for thread_id in behind:
         if _behind(src, target, thread_id):
             report.changed.append(thread_id)
@@ -321,11 +280,15 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
                  thread_id: str, report: MigrationReport, *, verify: bool, dry_run: bool,
                  policy_for: Callable[[str], MemoryPolicy | None],
-                 fingerprint: Fingerprint | None = None, store: Any = None,
-                 paged: bool = False, pending: str | None = None) -> str:
-    """One thread the full way. ``paged``: the page check already judged the fingerprint;
+                 fingerprint: Fingerprint | None = None, paged: bool = False,
+                 pending: str | None = None, empty: bool = False,
+                 confirms: dict[str, str] | None = None) -> str:
+    """One thread the full way. ``paged``: fingerprints are the page check's (never judged
+    here: a page that could not be checked goes the full path);
     ``pending``: the token of this source's mark, unverified, that a comparison finding the
-    thread identical confirms."""
+    thread identical confirms; ``empty``: the page read found no transcript on the target
+    (the first attempt writes without reading it: the write's compare-and-set still checks);
+    ``confirms``: where a verified thread's mark token goes (confirmed a page at a time)."""
     try:
         started = time.perf_counter()
         if target is not None and fingerprint is not None and not paged and \
@@ -341,8 +304,10 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
         policy = policy_for(thread_id)
         if found.rebuild and target is not None:
             record = rebuild_record(target, record.thread_id, record.transcript, policy)
-        for _ in range(ATTEMPTS):
-            have = target.transcript(thread_id) if target is not None else []
+        for attempt in range(ATTEMPTS):
+            known_empty = empty and attempt == 0
+            have = target.transcript(thread_id) if target is not None and not known_empty \
+                else []
             if target is not None and _target_newer(have, record, target):
                 report.skipped.append((thread_id, TARGET_NEWER))
                 return "skipped"
@@ -350,8 +315,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.skipped.append((thread_id, ALREADY))
                 if verify:
                     report.verified.append(thread_id)
-                    if pending and store is not None and not dry_run:
-                        store.confirm_mark(thread_id, pending)
+                    if pending and confirms is not None:
+                        confirms[thread_id] = pending
                 return "skipped"
             if dry_run:
                 report.migrated.append(thread_id)
@@ -373,8 +338,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.failed.append((thread_id, "verification: " + "; ".join(diffs)))
                 return "failed"
             report.verified.append(thread_id)
-            if mark is not None and store is not None:  # the mark counts from now on
-                store.confirm_mark(thread_id, mark["token"])
+            if mark is not None and confirms is not None:  # counts once confirmed
+                confirms[thread_id] = mark["token"]
         report.migrated.append(thread_id)
         if found.rebuild:
             report.rebuilt.append(thread_id)

@@ -170,3 +170,37 @@ def test_an_unverified_or_failed_thread_is_compared_again_then_trusted(
     third = migrate(ClassicHistorySource(legacy), target)
     assert sorted(third.fingerprinted) == ["t0", "t1", "t2", "t3"]
     target.close()
+
+
+def test_a_page_read_of_the_source_is_what_reading_each_thread_gives(tmp_path: Path) -> None:
+    """``read_many`` decodes rows as ``SQLChatMessageHistory`` does (ids kept, stable ids
+    given), and one row that does not decode fails only its own thread."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from adapters.view import message_signature
+
+    legacy = _legacy(tmp_path, threads=3, turns=2)
+    engine = create_engine(legacy)
+    history = SQLChatMessageHistory(session_id="t1", connection=engine)
+    history.add_messages([HumanMessage("with an id", id="h-1"),
+                          AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+                          ToolMessage("42", tool_call_id="c1")])
+    engine.dispose()
+    source = ClassicHistorySource(legacy)
+    page = source.read_many(["t0", "t1", "t2", "nobody"])
+    assert sorted(page) == ["t0", "t1", "t2"]
+    for tid in ("t0", "t1", "t2"):
+        one = source.read(tid)
+        assert one is not None
+        assert [(m.id, *message_signature(m)) for m in page[tid].record.transcript] == \
+            [(m.id, *message_signature(m)) for m in one.record.transcript]
+    conn = sqlite3.connect(tmp_path / "legacy.db")
+    conn.execute("UPDATE message_store SET message = 'not json' WHERE session_id = 't2'")
+    conn.commit()
+    conn.close()
+    target = SummaryMemory(store=f"sqlite:///{tmp_path}/new.db", backend="middleware",
+                           policy=POLICY)
+    report = migrate(source, target)
+    assert sorted(report.migrated) == ["t0", "t1"] and [t for t, _ in report.failed] == ["t2"]
+    target.close()
+    source.close()

@@ -9,7 +9,7 @@ the thread's state afterwards (a turn, a fold, a clear, a restore, an agent's ch
 move) changes the stamp. ``thread_marks`` reads the same facts for a whole page of threads
 in one connection (a few statements, whatever the page size), so a re-run can tell which
 threads are exactly as the migration left them without a round trip per thread.
-``confirm_mark`` records that the thread was verified after the write (a mark that was never
+``confirm_marks`` records that the thread was verified after the write (a mark that was never
 verified is never trusted).
 
 SQL stores only (``SqlStore`` mixes this in); every statement is parameterised.
@@ -40,9 +40,6 @@ _checkpoints = table("checkpoints", column("thread_id"), column("checkpoint_ns")
 _ROOT_NS: Any = literal_column("''")  # a literal: the batch sends compiled SQL, no extra parameters
 _NEWEST_CHECKPOINT = select(func.max(_checkpoints.c.checkpoint_id)).where(
     _checkpoints.c.thread_id == bindparam("tid"), _checkpoints.c.checkpoint_ns == _ROOT_NS)
-_NEWEST_FOLD = (select(folds_table.c.record, folds_table.c.id)
-                .where(folds_table.c.thread_id == bindparam("tid"))
-                .order_by(folds_table.c.id.desc()).limit(1))
 
 
 def _ids(name: str = "ids") -> Any:
@@ -58,6 +55,8 @@ _PAGE_TAILS = select(_stats.c.thread_id, _stats.c.n, _t.message_id).join_from(
 _PAGE_FOLDS = select(_f.thread_id, _f.record, _f.id).where(_f.id.in_(
     select(func.max(_f.id)).where(_f.thread_id.in_(_ids())).group_by(_f.thread_id)
     .scalar_subquery()))
+_CONFIRM = update(folds_table).where(_f.id == bindparam("row"), _f.record == bindparam("old")) \
+    .values(record=bindparam("new"))
 _PAGE_PLACEMENTS = select(_p.thread_id, _p.backend, _p.version).where(_p.thread_id.in_(_ids()))
 _PAGE_CLASSIC = union_all(
     select(_c.thread_id.label("tid"), literal_column("0").label("kind"),
@@ -65,6 +64,11 @@ _PAGE_CLASSIC = union_all(
     select(_w.session_id, literal_column("1"), _w.message, _w.id)
     .where(_w.session_id.in_(_ids("ids2"))),
 )
+# the middleware stamp's facts in one statement: placement and newest root checkpoint
+_STAMP_MIDDLEWARE = select(
+    select(_p.backend).where(_p.thread_id == bindparam("tid")).scalar_subquery(),
+    select(_p.version).where(_p.thread_id == bindparam("tid")).scalar_subquery(),
+    _NEWEST_CHECKPOINT.scalar_subquery())
 _PAGE_CHECKPOINTS = (select(_checkpoints.c.thread_id, func.max(_checkpoints.c.checkpoint_id))
                      .where(_checkpoints.c.thread_id.in_(_ids()),
                             _checkpoints.c.checkpoint_ns == _ROOT_NS)
@@ -102,7 +106,7 @@ class ThreadMark:
 
 
 class SqlMarks:
-    """``stamp_in``, ``thread_marks`` and ``confirm_mark`` for ``SqlStore``."""
+    """``stamp_in``, ``thread_marks`` and ``confirm_marks`` for ``SqlStore``."""
 
     engine: Any
     fetch: Any  # SqlStore's: a statement's rows inside a transaction (its batch flushed)
@@ -111,11 +115,12 @@ class SqlMarks:
     def stamp_in(self, tx: Tx, backend: str) -> str:
         """The thread's state stamp inside ``tx`` (after its writes), for ``backend``."""
         tid = {"tid": tx.thread_id}
+        if backend == "middleware":
+            placed, version, newest = self.fetch(tx, _STAMP_MIDDLEWARE, tid)[0]
+            return _stamp(backend, (str(placed), int(version)) if placed is not None else None,
+                          newest)
         placed = self.fetch(tx, READ_PLACEMENT, tid)
         placement = (str(placed[0][0]), int(placed[0][1])) if placed else None
-        if backend == "middleware":
-            rows = self.fetch(tx, _NEWEST_CHECKPOINT, tid)
-            return _stamp(backend, placement, rows[0][0] if rows else None)
         return _stamp(backend, placement, _classic_state(self.fetch(tx, READ_CLASSIC, tid)))
 
     def thread_marks(self, thread_ids: Sequence[str],
@@ -150,24 +155,28 @@ class SqlMarks:
             if tid in marks:
                 marks[tid].checkpoint = newest
 
-    def confirm_mark(self, thread_id: str, token: str) -> bool:
-        """Record on the thread's migration mark that it was verified: only while the thread's
-        newest fold record is still the mark ``token`` names (a compare-and-set on its text).
-        Gives whether it did."""
-        with self.guard("confirm the migration record"), self.engine.connect() as conn:
+    def confirm_marks(self, tokens: dict[str, str]) -> set[str]:
+        """Record on each thread's migration mark that it was verified, for a page of threads
+        in one transaction: only where the thread's newest fold record is still the mark the
+        token names (each update a compare-and-set on the record's text). Gives the threads whose
+        mark it found."""
+        done: set[str] = set()
+        ids = list(tokens)
+        with self.guard("confirm migration records"), self.engine.connect() as conn:
             conn.execution_options(memshift_write=True)
             with conn.begin():
-                row = conn.execute(_NEWEST_FOLD, {"tid": thread_id}).first()
-                if row is None:
-                    return False
-                record = load_record(row[0], thread_id, row[1])
-                mark = record.get("source")
-                if not isinstance(mark, dict) or mark.get("token") != token:
-                    return False
-                if mark.get("verified"):
-                    return True
-                mark["verified"] = True
-                done = conn.execute(update(folds_table).where(
-                    folds_table.c.id == row[1], folds_table.c.record == row[0]).values(
-                    record=json.dumps(record, ensure_ascii=False)))
-                return bool(done.rowcount)
+                for start in range(0, len(ids), PAGE):
+                    updates = []
+                    for tid, raw, row in conn.execute(_PAGE_FOLDS,
+                                                      {"ids": ids[start:start + PAGE]}):
+                        record = load_record(raw, tid, row)
+                        mark = record.get("source")
+                        if not isinstance(mark, dict) or mark.get("token") != tokens.get(tid):
+                            continue
+                        mark["verified"] = True
+                        updates.append({"row": row, "old": raw,
+                                        "new": json.dumps(record, ensure_ascii=False)})
+                        done.add(tid)
+                    if updates:
+                        conn.execute(_CONFIRM, updates)
+        return done

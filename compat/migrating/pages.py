@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-__all__ = ["PageCheck", "behind_page", "check_page", "page_store", "pages"]
+__all__ = ["PageCheck", "behind_page", "check_page", "page_store", "pages", "read_page"]
 
 PAGE = 500
 
@@ -48,6 +48,7 @@ class PageCheck:
     # thread -> token of a mark that matches in every way but was never verified: a full
     # comparison that finds the thread identical confirms it
     pending: dict[str, str] = field(default_factory=dict)
+    on_target: set[str] = field(default_factory=set)  # threads with a transcript there
 
 
 def check_page(src: Any, store: Any, page: list[str], trigger: str) -> PageCheck | None:
@@ -56,8 +57,8 @@ def check_page(src: Any, store: Any, page: list[str], trigger: str) -> PageCheck
     if fingerprints is None:
         return None
     have = fingerprints(page)
-    marks = store.thread_marks([t for t in page if t in have])
-    check = PageCheck()
+    marks = store.thread_marks(page)
+    check = PageCheck(on_target=set(marks))
     for thread_id, seen in marks.items():
         fold = seen.fold or {}
         mark = fold.get("source")
@@ -85,3 +86,18 @@ def behind_page(src: Any, store: Any, page: list[str]) -> list[str] | None:
     tails = store.thread_marks(list(have), state=False)
     return [t for t in page if t in have and
             have[t][1] != (tails[t].last_id if t in tails else None)]
+
+
+def read_page(src: Any, page: list[str]) -> Any:
+    """The page's source threads in one read where the source can (``read_many``), else its
+    ``read``: a callable ``thread_id -> SourceThread | None``. A page read that fails (one
+    row that does not decode) falls back to reading thread by thread, so only that thread
+    fails."""
+    read_many = getattr(src, "read_many", None)  # an optional capability of a source
+    if read_many is None or not page:
+        return src.read
+    try:
+        found = read_many(page)
+    except Exception:
+        return src.read
+    return found.get
