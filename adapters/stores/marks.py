@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, column, func, literal_column, select, table, union_all, update
+from sqlalchemy import (
+    bindparam, column, func, literal_column, select, table, text, union_all, update,
+)
 
 from adapters.stores.base import Tx
 from adapters.stores.schema import (
@@ -31,7 +33,7 @@ from adapters.stores.schema import (
     transcript_table, window_table,
 )
 
-__all__ = ["PAGE", "SqlMarks", "ThreadMark"]
+__all__ = ["PAGE", "SqlMarks", "ThreadMark", "stamp_backend"]
 
 PAGE = 500  # threads per page read (well under every driver's parameter limit)
 
@@ -48,16 +50,11 @@ def _ids(name: str = "ids") -> Any:
 
 _t, _f, _c, _w, _p = (transcript_table.c, folds_table.c, classic_table.c, window_table.c,
                       placement_table.c)
-_stats = (select(_t.thread_id, func.count().label("n"), func.max(_t.id).label("top"))
-          .where(_t.thread_id.in_(_ids())).group_by(_t.thread_id).subquery())
-_PAGE_TAILS = select(_stats.c.thread_id, _stats.c.n, _t.message_id).join_from(
-    _stats, transcript_table, _t.id == _stats.c.top)
 _PAGE_FOLDS = select(_f.thread_id, _f.record, _f.id).where(_f.id.in_(
     select(func.max(_f.id)).where(_f.thread_id.in_(_ids())).group_by(_f.thread_id)
     .scalar_subquery()))
 _CONFIRM = update(folds_table).where(_f.id == bindparam("row"), _f.record == bindparam("old")) \
     .values(record=bindparam("new"))
-_PAGE_PLACEMENTS = select(_p.thread_id, _p.backend, _p.version).where(_p.thread_id.in_(_ids()))
 _PAGE_CLASSIC = union_all(
     select(_c.thread_id.label("tid"), literal_column("0").label("kind"),
            _c.summary.label("text"), _c.folds.label("n")).where(_c.thread_id.in_(_ids())),
@@ -69,17 +66,33 @@ _STAMP_MIDDLEWARE = select(
     select(_p.backend).where(_p.thread_id == bindparam("tid")).scalar_subquery(),
     select(_p.version).where(_p.thread_id == bindparam("tid")).scalar_subquery(),
     _NEWEST_CHECKPOINT.scalar_subquery())
-_PAGE_CHECKPOINTS = (select(_checkpoints.c.thread_id, func.max(_checkpoints.c.checkpoint_id))
-                     .where(_checkpoints.c.thread_id.in_(_ids()),
-                            _checkpoints.c.checkpoint_ns == _ROOT_NS)
-                     .group_by(_checkpoints.c.thread_id))
+# Per listed thread, one statement: its newest transcript id and, with the state, its newest
+# fold record, its placement and its newest root checkpoint — each an index probe, driven by
+# the page's ids as one array parameter (PostgreSQL) or one JSON parameter (SQLite).
+_PER_THREAD = ("SELECT x.tid, (SELECT message_id FROM memshift_transcript WHERE thread_id = x.tid "
+               "ORDER BY id DESC LIMIT 1){state} FROM {ids}")
+_STATE = (", (SELECT id FROM memshift_folds WHERE thread_id = x.tid ORDER BY id DESC LIMIT 1), "
+          "(SELECT record FROM memshift_folds WHERE thread_id = x.tid ORDER BY id DESC LIMIT 1), "
+          "(SELECT backend FROM memshift_placement WHERE thread_id = x.tid), "
+          "(SELECT version FROM memshift_placement WHERE thread_id = x.tid), "
+          "(SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = x.tid "
+          "AND checkpoint_ns = '')")
+_IDS = {"postgresql": "unnest(CAST(:ids AS text[])) AS x(tid)",
+        "sqlite": "(SELECT value AS tid FROM json_each(:ids)) AS x"}
+_PAGE_READS = {(dialect, state): text(_PER_THREAD.format(state=_STATE if state else "", ids=ids))
+               for dialect, ids in _IDS.items() for state in (False, True)}
 
 
 def _stamp(backend: str, placement: tuple[str, int] | None, state: Any) -> str:
-    """One string for (backend, placement, state): equal exactly when all three are."""
-    text = json.dumps([backend, list(placement) if placement else None, state],
+    """``backend:digest`` of (backend, placement, state): equal exactly when all three are."""
+    body = json.dumps([backend, list(placement) if placement else None, state],
                       ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return f"{backend}:{hashlib.sha256(body.encode()).hexdigest()[:32]}"
+
+
+def stamp_backend(stamp: Any) -> str:
+    """The backend a stamp was taken for (``classic`` or ``middleware``)."""
+    return str(stamp).partition(":")[0]
 
 
 def _classic_state(rows: Sequence[Any]) -> list[Any]:
@@ -92,13 +105,18 @@ class ThreadMark:
     """One thread as a page read sees it: its transcript's size and newest id, its newest
     fold record, and what its state stamp is for each backend."""
 
-    count: int = 0
     last_id: str | None = None
     fold: dict[str, Any] | None = None
     fold_row: int | None = None
     placement: tuple[str, int] | None = None
     classic: list[Any] | None = None
     checkpoint: str | None = None
+
+    def stamped(self) -> str:
+        """The backend the newest fold record's stamp names ("" for none)."""
+        mark = (self.fold or {}).get("source")
+        return stamp_backend(mark.get("stamp")) if isinstance(mark, dict) and \
+            mark.get("stamp") else ""
 
     def stamp(self, backend: str) -> str:
         state = self.checkpoint if backend == "middleware" else (self.classic or [])
@@ -125,35 +143,40 @@ class SqlMarks:
 
     def thread_marks(self, thread_ids: Sequence[str],
                      state: bool = True) -> dict[str, ThreadMark]:
-        """Every listed thread that has a transcript, read in one connection: a few statements
-        per page of ``PAGE`` threads. ``state=False``: the transcripts' tails only."""
+        """Every listed thread that has a transcript, read in one connection: one statement
+        per page of ``PAGE`` threads (and one more for the pages' classic-stamped threads).
+        ``state=False``: the transcripts' newest ids only."""
         marks: dict[str, ThreadMark] = {}
         ids = list(dict.fromkeys(thread_ids))
+        dialect = self.engine.dialect.name
+        read = _PAGE_READS[(dialect, state)]
         with self.guard("read a page of threads"), self.engine.connect() as conn:
             for start in range(0, len(ids), PAGE):
                 page = ids[start:start + PAGE]
-                for tid, n, last in conn.execute(_PAGE_TAILS, {"ids": page}):
-                    marks[tid] = ThreadMark(count=int(n), last_id=last)
+                param = page if dialect == "postgresql" else json.dumps(page)
+                for row in conn.execute(read, {"ids": param}):
+                    if row[1] is None:  # no transcript: not on this store
+                        continue
+                    mark = marks[row[0]] = ThreadMark(last_id=row[1])
+                    if state:
+                        mark.fold_row = int(row[2]) if row[2] is not None else None
+                        mark.fold = load_record(row[3], row[0], row[2]) if row[3] else None
+                        mark.placement = (str(row[4]), int(row[5])) if row[4] else None
+                        mark.checkpoint = row[6]
                 if state:
-                    self._page_state(conn, page, marks)
+                    self._classic_states(conn, page, marks)
         return marks
 
-    def _page_state(self, conn: Any, page: list[str], marks: dict[str, ThreadMark]) -> None:
-        for tid, raw, row in conn.execute(_PAGE_FOLDS, {"ids": page}):
-            if tid in marks:
-                marks[tid].fold, marks[tid].fold_row = load_record(raw, tid, row), int(row)
-        for tid, backend, version in conn.execute(_PAGE_PLACEMENTS, {"ids": page}):
-            if tid in marks:
-                marks[tid].placement = (str(backend), int(version))
-        classic: dict[str, list[Any]] = {}
-        for tid, kind, text, n in conn.execute(_PAGE_CLASSIC, {"ids": page, "ids2": page}):
-            classic.setdefault(tid, []).append((kind, text, n))
-        for tid, rows in classic.items():
-            if tid in marks:
-                marks[tid].classic = _classic_state(rows)
-        for tid, newest in conn.execute(_PAGE_CHECKPOINTS, {"ids": page}):
-            if tid in marks:
-                marks[tid].checkpoint = newest
+    def _classic_states(self, conn: Any, page: list[str], marks: dict[str, ThreadMark]) -> None:
+        """Summary and window rows of the page's threads whose mark is a classic stamp."""
+        wanted = [t for t in page if t in marks and marks[t].stamped() == "classic"]
+        if not wanted:
+            return
+        rows: dict[str, list[Any]] = {t: [] for t in wanted}
+        for tid, kind, body, n in conn.execute(_PAGE_CLASSIC, {"ids": wanted, "ids2": wanted}):
+            rows[tid].append((kind, body, n))
+        for tid, found in rows.items():
+            marks[tid].classic = _classic_state(found)
 
     def confirm_marks(self, tokens: dict[str, str]) -> set[str]:
         """Record on each thread's migration mark that it was verified, for a page of threads

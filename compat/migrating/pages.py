@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from adapters.stores.marks import stamp_backend
+
 __all__ = ["PageCheck", "behind_page", "check_page", "page_store", "pages", "read_page"]
 
 PAGE = 500
@@ -67,7 +69,7 @@ def check_page(src: Any, store: Any, page: list[str], trigger: str) -> PageCheck
             continue
         if have.get(thread_id) != (mark.get("count"), mark.get("last_id")) or \
                 seen.last_id != mark.get("last_id") or \
-                mark["stamp"] not in (seen.stamp("middleware"), seen.stamp("classic")):
+                mark["stamp"] != seen.stamp(stamp_backend(mark["stamp"])):
             continue
         if mark.get("verified") is True:
             check.unchanged.add(thread_id)
