@@ -27,6 +27,7 @@ turns in the source after its last copy.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,6 +49,8 @@ from compat.migrating.report import (  # the report's names stay importable from
 )
 
 __all__ = ["MigrationReport", "migrate"]
+
+logger = logging.getLogger("memshift.migrate")
 
 
 def _record_view(record: ThreadRecord) -> MemoryView:
@@ -201,8 +204,8 @@ def migrate(
                     confirms=confirms)
             if on_thread is not None:
                 on_thread(thread_id, outcome)
-        if confirms and store is not None and not dry_run:  # these marks count from now on
-            store.confirm_marks(confirms)
+        if not dry_run:  # these marks count from now on
+            _confirm(store, confirms)
     if target is not None and not dry_run:
         _delta(src, target, ids, report, verify=verify, policy_for=policy_for,
                fingerprint=fingerprint, store=store)
@@ -218,6 +221,18 @@ def _check(src: ThreadSource, store: Any, page: list[str]) -> Any:
         return check_page(src, store, page, f"migrated from {src.name}")
     except Exception:
         return None
+
+
+def _confirm(store: Any, confirms: dict[str, str]) -> None:
+    """Confirm the verified threads' marks; a store error leaves them unconfirmed (the next
+    re-run compares those threads in full), never fails the run after its writes."""
+    if not confirms or store is None:
+        return
+    try:
+        store.confirm_marks(confirms)
+    except Exception as exc:
+        logger.warning("migration marks of %d verified thread(s) not confirmed (a re-run "
+                       "compares them in full): %s", len(confirms), type(exc).__name__)
 
 
 def _fingerprinted(report: MigrationReport, thread_id: str, verify: bool) -> str:
@@ -268,8 +283,7 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
                      policy_for=policy_for, fingerprint=fingerprint, paged=True,
                      confirms=confirms)
         report.caught_up.append(thread_id)
-    if confirms and store is not None:
-        store.confirm_marks(confirms)
+    _confirm(store, confirms)
     for thread_id in behind:
         if _behind(src, target, thread_id):
             report.changed.append(thread_id)
