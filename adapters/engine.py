@@ -372,11 +372,16 @@ class MemoryEngine(Engine):
                                 self.folder.for_transcript(record.transcript))
             yield IO(self.backend.write, self.backend.awrite, tx,
                      self.backend.restore_writes(record))
-            if fold_record is not None:
-                yield self._run(tx, self.store.append_fold, fold_record.as_dict())
             if also is not None:  # more writes that must commit with this state (a placement)
                 check = yield from also(tx)
                 if check is not None:
                     yield from check()
+            if fold_record is not None:
+                fold = fold_record.as_dict()
+                stamp = getattr(self.store, "stamp_in", None)  # SQL stores (adapters.stores.marks)
+                if fold_record.source is not None and stamp is not None:  # a migration's mark:
+                    fold["source"] = {**fold_record.source,  # the state this tx leaves
+                                      "stamp": (yield self._run(tx, stamp, self.backend.name))}
+                yield self._run(tx, self.store.append_fold, fold)
             return True
         return (yield from in_transaction(self.store, record.thread_id, body))

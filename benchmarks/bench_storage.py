@@ -31,7 +31,7 @@ from _variants import WORKLOADS, run_workers, stock_graph  # noqa: E402
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
-from compat import admin
+from compat import admin  # noqa: E402
 
 POLICY = MemoryPolicy(max_tokens=400, keep_tokens=200)
 

@@ -13,7 +13,9 @@ the data. The write is a move, with a move's guarantees:
   ``changed during migration`` and is not counted as verified.
 
 Re-running skips threads that are already identical, so a crashed migration is finished by
-running it again; rollback is the same call reversed.
+running it again; rollback is the same call reversed. On a SQL target a re-run reads a page
+of threads at a time (``compat.migrating.pages``): a thread a verified migration of this
+source left exactly as it is on both sides costs no read of its own.
 
 Every thread ends as exactly one of migrated, skipped or failed. ``rebuilt``, ``verified``
 and ``changed`` are separate facts about those threads: a rebuilt thread's summary was
@@ -25,10 +27,11 @@ turns in the source after its last copy.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
-from collections import Counter
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -40,71 +43,14 @@ from compat.memory import SummaryMemory
 from compat.admin import last_transcript_id
 from compat.sources import SourceThread, ThreadSource, as_source
 from compat import admin
+from compat.migrating.pages import behind_page, check_page, page_store, pages, read_page
+from compat.migrating.report import (  # the report's names stay importable from here
+    ALREADY, ATTEMPTS, CHANGED, NOT_FOUND, TARGET_NEWER, MigrationReport,  # noqa: F401
+)
 
 __all__ = ["MigrationReport", "migrate"]
 
-ALREADY = "already migrated (identical)"
-NOT_FOUND = "not found in the source"
-TARGET_NEWER = "target newer (it moved on since it was migrated: kept as it is)"
-CHANGED = "changed during migration"
-ATTEMPTS = 3  # compare-and-set rounds against a target that is being written
-
-
-@dataclass
-class MigrationReport:
-    """What happened to each thread. ``ok`` is false when anything failed."""
-
-    source: str
-    target: str
-    dry_run: bool = False
-    migrated: list[str] = field(default_factory=list)  # written (dry run: would be written)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    verified: list[str] = field(default_factory=list)  # re-read and identical to the source
-    rebuilt: list[str] = field(default_factory=list)  # migrated with a summary rebuilt from history
-    changed: list[str] = field(default_factory=list)  # the source moved on after the last copy
-    caught_up: list[str] = field(default_factory=list)  # re-copied by the delta pass
-    # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
-    fingerprinted: list[str] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed, and every thread the run copied is what its source holds."""
-        return not self.failed and not self.changed
-
-    def forget(self, thread_id: str) -> None:
-        """Drop the thread's outcome (the delta pass copies it again)."""
-        for name in ("migrated", "verified", "rebuilt", "fingerprinted"):
-            items = getattr(self, name)
-            if thread_id in items:
-                items.remove(thread_id)
-        self.skipped = [(t, r) for t, r in self.skipped if t != thread_id]
-        self.failed = [(t, r) for t, r in self.failed if t != thread_id]
-
-    @property
-    def total(self) -> int:
-        return len(self.migrated) + len(self.skipped) + len(self.failed)
-
-    def counts(self) -> dict[str, int]:
-        """Outcomes (they add up to ``total``) and the two separate facts."""
-        reasons = self.skipped_by_reason()
-        return {"total": self.total, "migrated": len(self.migrated),
-                "skipped": len(self.skipped), "failed": len(self.failed),
-                "verified": len(self.verified), "rebuilt": len(self.rebuilt),
-                "target_newer": reasons.get(TARGET_NEWER, 0),
-                "changed_during_migration": len(self.changed),
-                "caught_up": len(self.caught_up), "unchanged_since_migrated":
-                len(self.fingerprinted)}
-
-    def skipped_by_reason(self) -> dict[str, int]:
-        return dict(Counter(reason for _, reason in self.skipped))
-
-    def summary_rows(self) -> list[tuple[str, int]]:
-        return [("migrated" if not self.dry_run else "would migrate", len(self.migrated)),
-                ("skipped", len(self.skipped)), ("failed", len(self.failed)),
-                ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt)),
-                ("changed during migration", len(self.changed))]
+logger = logging.getLogger("memshift.migrate")
 
 
 def _record_view(record: ThreadRecord) -> MemoryView:
@@ -184,11 +130,14 @@ Fingerprint = Callable[[str], "tuple[int, str] | None"]  # a source's (count, ne
 
 
 def fingerprint_of(record: ThreadRecord) -> dict[str, Any] | None:
-    """What a migrated record remembers: the source's size and newest id, the state written."""
+    """What a migrated record remembers: the source's size and newest id, the state written,
+    and a token naming this write (its verification confirms the mark by it). The store adds
+    the state stamp its transaction leaves (``adapters.stores.marks``)."""
     if not record.transcript:
         return None
     return {"count": len(record.transcript), "last_id": record.transcript[-1].id,
-            "state": _state_hash(record.summary, record.folds, record.window)}
+            "state": _state_hash(record.summary, record.folds, record.window),
+            "token": uuid.uuid4().hex, "verified": False}
 
 
 def unchanged(target: SummaryMemory, thread_id: str, source: str, read: Fingerprint) -> bool:
@@ -238,14 +187,61 @@ def migrate(
         policy_for = (lambda _tid: target.active_policy) if target is not None else \
             (lambda _tid: None)
     ids = _Again(threads, src)
-    for thread_id in ids.first():
-        outcome = _migrate_one(src.read, target, thread_id, report, verify=verify,
-                               dry_run=dry_run, policy_for=policy_for, fingerprint=fingerprint)
-        if on_thread is not None:
-            on_thread(thread_id, outcome)
+    store = page_store(target) if fingerprint is not None else None
+    for page in pages(ids.first()):
+        check = _check(src, store, page)
+        read = read_page(src, [t for t in page if check is None or t not in check.unchanged])
+        confirms: dict[str, str] = {}
+        for thread_id in page:
+            if check is not None and thread_id in check.unchanged:
+                outcome = _fingerprinted(report, thread_id, verify)
+            else:
+                outcome = _migrate_one(
+                    read, target, thread_id, report, verify=verify, dry_run=dry_run,
+                    policy_for=policy_for, fingerprint=fingerprint, paged=store is not None,
+                    pending=check.pending.get(thread_id) if check is not None else None,
+                    empty=check is not None and thread_id not in check.on_target,
+                    confirms=confirms)
+            if on_thread is not None:
+                on_thread(thread_id, outcome)
+        if not dry_run:  # these marks count from now on
+            _confirm(store, confirms)
     if target is not None and not dry_run:
-        _delta(src, target, ids, report, verify=verify, policy_for=policy_for)
+        _delta(src, target, ids, report, verify=verify, policy_for=policy_for,
+               fingerprint=fingerprint, store=store)
     return report
+
+
+def _check(src: ThreadSource, store: Any, page: list[str]) -> Any:
+    """The page check, or ``None``: every thread of the page then goes the full path (and a
+    store that cannot be read fails each thread with its own precise error)."""
+    if store is None:
+        return None
+    try:
+        return check_page(src, store, page, f"migrated from {src.name}")
+    except Exception:
+        return None
+
+
+def _confirm(store: Any, confirms: dict[str, str]) -> None:
+    """Confirm the verified threads' marks; a store error leaves them unconfirmed (the next
+    re-run compares those threads in full), never fails the run after its writes."""
+    if not confirms or store is None:
+        return
+    try:
+        store.confirm_marks(confirms)
+    except Exception as exc:
+        logger.warning("migration marks of %d verified thread(s) not confirmed (a re-run "
+                       "compares them in full): %s", len(confirms), type(exc).__name__)
+
+
+def _fingerprinted(report: MigrationReport, thread_id: str, verify: bool) -> str:
+    """Unchanged on both sides since a verified migration: nothing read, nothing rebuilt."""
+    report.skipped.append((thread_id, ALREADY))
+    if verify:
+        report.verified.append(thread_id)
+    report.fingerprinted.append(thread_id)
+    return "skipped"
 
 
 def _behind(src: ThreadSource, target: SummaryMemory, thread_id: str) -> bool:
@@ -257,18 +253,37 @@ def _behind(src: ThreadSource, target: SummaryMemory, thread_id: str) -> bool:
         return False
 
 
+def _behind_in(src: ThreadSource, target: SummaryMemory, store: Any,
+               page: list[str]) -> list[str]:
+    """The page's threads whose source holds a newer message than the target: one read of
+    each side for the page where both can, else thread by thread."""
+    if store is not None:
+        try:
+            found = behind_page(src, store, page)
+        except Exception:  # judged thread by thread (a thread that cannot be read now
+            found = None  # keeps its earlier outcome)
+        if found is not None:
+            return found
+    return [t for t in page if _behind(src, target, t)]
+
+
 def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: MigrationReport,
-           *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None]) -> None:
+           *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None],
+           fingerprint: Fingerprint | None = None, store: Any = None) -> None:
     """Threads written in the source during the run: copied again once, then any that moved
     on once more are reported ``changed during migration`` (not verified)."""
     settled = {t for t, r in report.skipped if r in (TARGET_NEWER, NOT_FOUND)}
     settled.update(t for t, _ in report.failed)
-    behind = [t for t in ids.again() if t not in settled and _behind(src, target, t)]
+    behind = [t for page in pages(ids.again()) for t in _behind_in(src, target, store, page)
+              if t not in settled]
+    confirms: dict[str, str] = {}
     for thread_id in behind:
         report.forget(thread_id)
         _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
-                     policy_for=policy_for)
+                     policy_for=policy_for, fingerprint=fingerprint, paged=True,
+                     confirms=confirms)
         report.caught_up.append(thread_id)
+    _confirm(store, confirms)
     for thread_id in behind:
         if _behind(src, target, thread_id):
             report.changed.append(thread_id)
@@ -279,16 +294,20 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
                  thread_id: str, report: MigrationReport, *, verify: bool, dry_run: bool,
                  policy_for: Callable[[str], MemoryPolicy | None],
-                 fingerprint: Fingerprint | None = None) -> str:
+                 fingerprint: Fingerprint | None = None, paged: bool = False,
+                 pending: str | None = None, empty: bool = False,
+                 confirms: dict[str, str] | None = None) -> str:
+    """One thread the full way. ``paged``: fingerprints are the page check's (never judged
+    here: a page that could not be checked goes the full path);
+    ``pending``: the token of this source's mark, unverified, that a comparison finding the
+    thread identical confirms; ``empty``: the page read found no transcript on the target
+    (the first attempt writes without reading it: the write's compare-and-set still checks);
+    ``confirms``: where a verified thread's mark token goes (confirmed a page at a time)."""
     try:
         started = time.perf_counter()
-        if target is not None and fingerprint is not None and \
+        if target is not None and fingerprint is not None and not paged and \
                 unchanged(target, thread_id, report.source, fingerprint):
-            report.skipped.append((thread_id, ALREADY))  # nothing read, nothing rebuilt
-            if verify:
-                report.verified.append(thread_id)
-            report.fingerprinted.append(thread_id)
-            return "skipped"
+            return _fingerprinted(report, thread_id, verify)
         found = read(thread_id)
         if found is None:
             report.skipped.append((thread_id, NOT_FOUND))
@@ -299,8 +318,10 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
         policy = policy_for(thread_id)
         if found.rebuild and target is not None:
             record = rebuild_record(target, record.thread_id, record.transcript, policy)
-        for _ in range(ATTEMPTS):
-            have = target.transcript(thread_id) if target is not None else []
+        for attempt in range(ATTEMPTS):
+            known_empty = empty and attempt == 0
+            have = target.transcript(thread_id) if target is not None and not known_empty \
+                else []
             if target is not None and _target_newer(have, record, target):
                 report.skipped.append((thread_id, TARGET_NEWER))
                 return "skipped"
@@ -308,6 +329,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.skipped.append((thread_id, ALREADY))
                 if verify:
                     report.verified.append(thread_id)
+                    if pending and confirms is not None:
+                        confirms[thread_id] = pending
                 return "skipped"
             if dry_run:
                 report.migrated.append(thread_id)
@@ -316,8 +339,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 return "would migrate"
             assert target is not None
             last = have[-1].id if have and have[-1].id else ""
-            if _write(target, record, policy, report.source, started, last,
-                      remember=fingerprint is not None):
+            mark = fingerprint_of(record) if fingerprint is not None else None
+            if _write(target, record, policy, report.source, started, last, mark):
                 break
         else:  # the target kept receiving turns while it was being written
             report.failed.append((thread_id, "the target kept changing during the migration; "
@@ -329,6 +352,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                 report.failed.append((thread_id, "verification: " + "; ".join(diffs)))
                 return "failed"
             report.verified.append(thread_id)
+            if mark is not None and confirms is not None:  # counts once confirmed
+                confirms[thread_id] = mark["token"]
         report.migrated.append(thread_id)
         if found.rebuild:
             report.rebuilt.append(thread_id)
@@ -339,7 +364,8 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
 
 
 def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | None,
-           source: str, started: float, expect_last_id: str, remember: bool = False) -> bool:
+           source: str, started: float, expect_last_id: str,
+           mark: dict[str, Any] | None = None) -> bool:
     """Transcript, state and a ``migrated`` fold record in one transaction (a shadow or
     staged target writes them through its own restore), only if the target's newest
     transcript message is still ``expect_last_id``."""
@@ -347,8 +373,8 @@ def _write(target: SummaryMemory, record: ThreadRecord, policy: MemoryPolicy | N
                                policy or target.active_policy, trigger=f"migrated from {source}",
                                summarizer="migration", backend=target.backend_name,
                                started=started)
-    if remember:
-        fold = replace(fold, source=fingerprint_of(record))
+    if mark is not None:
+        fold = replace(fold, source=mark)
     if policy is None:  # nothing says which policy the thread follows: record none
         fold = replace(fold, policy=None)
     return admin.restore_thread(target, record, fold_record=fold, expect_last_id=expect_last_id)

@@ -128,6 +128,34 @@ class ClassicHistorySource:
         count = int(row[0])
         return count, stable_id(thread_id, count - 1, messages_from_dict([json.loads(str(row[1]))])[0])
 
+    def fingerprints(self, thread_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """``fingerprint`` of each listed thread the table holds, in one query for the page."""
+        import json
+
+        from langchain_core.messages import messages_from_dict
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(self._fingerprints_sql, {"ids": list(thread_ids)}).all()
+        found = {}
+        for tid, n, raw in rows:
+            try:
+                newest = messages_from_dict([json.loads(str(raw))])[0]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # no fingerprint: reading the thread says precisely what is wrong
+            found[tid] = (int(n), stable_id(tid, int(n) - 1, newest))
+        return found
+
+    @functools.cached_property
+    def _fingerprints_sql(self) -> Any:
+        from sqlalchemy import bindparam, column, func, select, table
+
+        rows = table(self.table, column("id"), column("session_id"), column("message"))
+        stats = (select(rows.c.session_id, func.count().label("n"), func.max(rows.c.id).label("top"))
+                 .where(rows.c.session_id.in_(bindparam("ids", expanding=True)))
+                 .group_by(rows.c.session_id).subquery())
+        return select(stats.c.session_id, stats.c.n, rows.c.message).join_from(
+            stats, rows, rows.c.id == stats.c.top)
+
     @functools.cached_property
     def _fingerprint_sql(self) -> Any:
         from sqlalchemy import bindparam, column, func, select, table
@@ -142,7 +170,34 @@ class ClassicHistorySource:
 
         history = SQLChatMessageHistory(session_id=thread_id, connection=self.engine,
                                         table_name=self.table)
-        messages = stable_ids(thread_id, history.messages)
+        return self._thread(thread_id, history.messages)
+
+    def read_many(self, thread_ids: list[str]) -> dict[str, SourceThread]:
+        """``read`` of each listed thread the table holds, in one query for the page: rows
+        decoded as ``SQLChatMessageHistory.messages`` decodes them (its default converter)."""
+        import json
+
+        from langchain_core.messages import messages_from_dict
+
+        found: dict[str, list[BaseMessage]] = {}
+        with self.engine.connect() as conn:
+            for tid, raw in conn.execute(self._read_many_sql, {"ids": list(thread_ids)}):
+                found.setdefault(tid, []).append(messages_from_dict([json.loads(raw)])[0])
+        return {tid: thread for tid, messages in found.items()
+                if (thread := self._thread(tid, messages)) is not None}
+
+    @functools.cached_property
+    def _read_many_sql(self) -> Any:
+        from sqlalchemy import bindparam, column, select, table
+
+        rows = table(self.table, column("id"), column("session_id"), column("message"))
+        return (select(rows.c.session_id, rows.c.message)
+                .where(rows.c.session_id.in_(bindparam("ids", expanding=True)))
+                .order_by(rows.c.session_id, rows.c.id))
+
+    @staticmethod
+    def _thread(thread_id: str, history: list[BaseMessage]) -> SourceThread | None:
+        messages = stable_ids(thread_id, history)
         if not messages:
             return None
         return SourceThread(ThreadRecord(thread_id, "", messages, 0, messages), rebuild=True,
@@ -169,8 +224,22 @@ class SummaryMemorySource(ClassicHistorySource):
         self.summaries = dict(summaries or {})
         self.name = f"stock ConversationSummaryMemory history ({table})"
 
+    def fingerprint(self, thread_id: str) -> tuple[int, str] | None:
+        """A thread with a given summary has none: the summaries file may have changed since
+        (a re-run compares it in full)."""
+        return None if thread_id in self.summaries else super().fingerprint(thread_id)
+
+    def fingerprints(self, thread_ids: list[str]) -> dict[str, tuple[int, str]]:
+        return super().fingerprints([t for t in thread_ids if t not in self.summaries])
+
     def read(self, thread_id: str) -> SourceThread | None:
-        found = super().read(thread_id)
+        return self._with_summary(thread_id, super().read(thread_id))
+
+    def read_many(self, thread_ids: list[str]) -> dict[str, SourceThread]:
+        found = super().read_many(thread_ids)
+        return {t: thread for t in found if (thread := self._with_summary(t, found[t]))}
+
+    def _with_summary(self, thread_id: str, found: SourceThread | None) -> SourceThread | None:
         summary = self.summaries.get(thread_id)
         if found is None or summary is None:
             return found

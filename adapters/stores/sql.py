@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.errors import StoreError
 from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
 from adapters.stores.batch import Batch
+from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
     COUNT_TRANSCRIPT, DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, ERASE_FOLDS, ERASE_PLACEMENT,
     ERASE_TRANSCRIPT, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
@@ -77,7 +78,7 @@ class SqlClassic(ClassicState):
         self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
 
-class SqlStore(AsyncDriver, Placements, Reads):
+class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages

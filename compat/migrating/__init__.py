@@ -1,0 +1,1 @@
+"""The parts of ``compat.migration`` that work a page of threads at a time (``pages``)."""
