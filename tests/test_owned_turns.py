@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-import adapters.engine
+import adapters.view
 import adapters.stores.memory
 import compat._turns
 from adapters import DeterministicSummarizer, MemoryPolicy
@@ -65,7 +65,7 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a: (calls.append(name), real(*a))[1])
     spy(compat._turns, "detach")
-    spy(adapters.engine, "with_id")
+    spy(adapters.view, "with_id")  # the engine's fresh ids (adapters.view.fresh_ids)
     spy(adapters.stores.memory, "_copy")
     return calls
 
