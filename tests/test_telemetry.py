@@ -179,3 +179,23 @@ def test_the_api_alone_costs_nothing_and_a_global_sdk_is_picked_up() -> None:
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
+def test_the_command_line_is_measured_too(otel: Read, store_kind: str, fresh_store,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands run the same library: a replay's saves and folds, a rollout's moves."""
+    from compat import cli
+    from tests.conftest import ROOT
+
+    assert cli.main(["replay", "--quiet", str(ROOT / "examples/conversations/lance_49ers.jsonl"),
+                     "--max-tokens", "120"]) == 0
+    assert otel.count("memshift.save.duration") > 0 and otel.total("memshift.summarizer.calls") > 0
+    url = fresh_store(store_kind)
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        for thread in ("a", "b", "c"):
+            memory.save(thread, "q", "a")
+    assert cli.main(["rollout", "move", "--store", url, "--to", "middleware", "--share", "1",
+                     "--quiet"]) == 0
+    capsys.readouterr()
+    assert otel.total("memshift.moves", **{"from": "classic", "to": "middleware"}) == 3
