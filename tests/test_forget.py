@@ -262,3 +262,24 @@ def test_a_tool_call_goes_with_its_result() -> None:
     assert report.messages_removed == 2  # the call and its result
     kinds = [(m.type, m.content) for m in memory.load("t").messages]
     assert kinds == [("human", "look me up"), ("ai", "done"), ("human", "next"), ("ai", "ok")]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_compaction_reaches_what_earlier_deletes_left_in_free_pages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact: bool) -> None:
+    """Where SQLite is built with ``secure_delete`` off (Debian's is on), the checkpoints that
+    retention deleted long before the erasure leave their bytes in free pages: only the
+    compaction (``VACUUM``) removes them."""
+    from adapters.stores import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_PRAGMAS", (*sqlite_store._PRAGMAS,
+                                                   "PRAGMA secure_delete = OFF"))
+    url = f"sqlite:///{tmp_path}/app.db"
+    with SummaryMemory(backend="middleware", store=url, policy=POLICY) as memory:
+        memory.save("alice", f"hello {SECRET}", "hi")
+        for i in range(40):
+            memory.save("alice", *filler_turn("alice", i, 8))
+            memory.save("bob", *filler_turn("bob", i, 8))
+        memory.forget("alice", SECRET, compact=compact)
+    assert _found(url, SECRET) is not compact
+    assert _found(url, "FACT-bob-39")
