@@ -235,6 +235,33 @@ def legacy_adopter(memory: SummaryMemory, store: Store,
     return _table_adopter(store, engine, table, bool(config.write))
 
 
+def legacy_histories(memory: SummaryMemory, stores: list[Store],
+                     thread_id: str) -> list[LegacyAdopter]:
+    """Every stock history that may hold the thread, for erasure: the ``chat_memory=`` history,
+    or the legacy table in each SQL store's database — whatever ``adopt_legacy`` says (a
+    history memshift would refuse to adopt still holds the user's text)."""
+    from compat.config import LegacyConfig
+
+    config = memory.legacy or LegacyConfig()
+    if config.history is not None:
+        adopter = legacy_adopter(memory, stores[0], thread_id)
+        return [adopter] if adopter is not None else []
+    from sqlalchemy import inspect
+
+    table = config.table or DEFAULT_LEGACY_TABLE
+    found, seen = [], set()
+    for store in stores:
+        engine = getattr(store, "engine", None)
+        if engine is None or str(engine.url) in seen:
+            continue
+        seen.add(str(engine.url))
+        with store.guard("look for legacy tables"):
+            present = inspect(engine).has_table(table)
+        if present:
+            found.append(_table_adopter(store, engine, table, bool(config.write)))
+    return found
+
+
 def _table_adopter(store: Any, engine: Any, table: str, write_back: bool) -> LegacyAdopter:
     from langchain_community.chat_message_histories import SQLChatMessageHistory
 

@@ -283,3 +283,19 @@ def test_compaction_reaches_what_earlier_deletes_left_in_free_pages(
         memory.forget("alice", SECRET, compact=compact)
     assert _found(url, SECRET) is not compact
     assert _found(url, "FACT-bob-39")
+
+
+def test_a_chat_memory_history_is_rewritten_without_the_text() -> None:
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    history = InMemoryChatMessageHistory()
+    history.add_messages([HumanMessage(f"call me at {SECRET}"), AIMessage("sure"),
+                          HumanMessage("thanks"), AIMessage("bye")])
+    memory = SummaryMemory(chat_memory=history, policy=MemoryPolicy(max_tokens=2000))
+    memory.load_memory_variables({})  # the first touch adopts the history
+    (tid,) = admin.thread_ids(memory)
+    report = memory.forget(tid, SECRET)
+    assert report.legacy_messages == 1 and report.messages_removed == 1
+    assert [m.content for m in history.messages] == ["sure", "thanks", "bye"]
+    assert all(SECRET not in str(m.content) for m in memory.transcript(tid))

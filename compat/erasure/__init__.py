@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Placements, Store, require
 from adapters.telemetry import thread_hash
-from compat._adopt import legacy_adopter
+from compat._adopt import legacy_histories
 from compat._turns import check_thread_id, stable_ids
 
 if TYPE_CHECKING:
@@ -90,12 +90,13 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
     where = engine.locate(tid, move=False)
     home = require(where.store, "reads", "forget")
     others = [s for s in engine.stores() if s is not home]
-    legacy = legacy_adopter(memory, home, tid)
+    legacies = legacy_histories(memory, [home, *others], tid)
     report = ForgetReport(thread_hash(tid), match is None, dry_run)
     logs = _shadow_logs(memory, shadow_logs)
     for _ in range(ATTEMPTS):
         transcript = home.transcript(tid)
-        old = stable_ids(tid, legacy.read(tid)) if legacy is not None else []
+        olds = [stable_ids(tid, legacy.read(tid)) for legacy in legacies]
+        old = [m for messages in olds for m in messages]
         held = [s for s in (home, *others) if _holds(s, tid, s is home and bool(transcript))]
         if not held and not old:
             raise NothingToForget(f"no store of this memory holds thread {tid!r}; nothing was "
@@ -104,20 +105,22 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
         if match is None:
             report.messages_removed = len(transcript)
             if not dry_run:
-                if old and legacy is not None and legacy.wipe is not None:
-                    legacy.wipe(tid)  # first: a thread erased here is never adopted again
+                for legacy, messages in zip(legacies, olds):
+                    if messages and legacy.wipe is not None:
+                        legacy.wipe(tid)  # first: a thread erased here is never adopted again
                 for store in sorted(held, key=lambda s: s is home):  # the home (placement) last
                     _erase(store, tid, placement=True)
             break
         gone = _gone(transcript, match)
         kept = [m for m in transcript if m.id not in gone]
         report.messages_removed, report.messages_kept = len(gone), len(kept)
-        old_gone = _gone(old, match)
-        report.legacy_messages = len(old_gone)
+        old_gone = [_gone(messages, match) for messages in olds]
+        report.legacy_messages = sum(len(g) for g in old_gone)
         if dry_run:
             break
-        if old_gone and legacy is not None:
-            _rewrite_legacy(legacy, tid, [m for m in old if m.id not in old_gone])
+        for legacy, messages, gone_there in zip(legacies, olds, old_gone):
+            if gone_there:
+                _rewrite_legacy(legacy, tid, [m for m in messages if m.id not in gone_there])
         for store in others:
             if store in held:
                 _erase(store, tid, placement=False)
