@@ -91,6 +91,11 @@ class Engine(ABC):
         """The stores holding this engine's transcripts and fold records (a shadow
         candidate's mirror holds none)."""
 
+    def forget_mismatches(self, thread_id: str) -> int:
+        """Drop the thread's recorded shadow mismatches (erasure: their diffs quote its
+        text); how many. Only a shadow records any; a router asks its sides."""
+        return 0
+
     def home_of(self, thread_id: str) -> Store:
         """The store holding the thread's transcript: where it lives now (a staged engine on
         two stores has one of each). Nothing is moved to find out."""

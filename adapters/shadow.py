@@ -223,7 +223,7 @@ class ShadowEngine(Engine):
             removed = len(self._mismatches) - len(kept)
             self._mismatches[:] = kept
             self._turns.pop(thread_id, None)
-        return removed
+        return removed + self.primary.forget_mismatches(thread_id)
 
     # -- the candidate worker ----------------------------------------------------------------
     def _run(self) -> None:

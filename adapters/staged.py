@@ -135,6 +135,9 @@ class StagedEngine(Engine):
         """Shadow mismatches of the classic cohort (``shadow_sample``), else ``[]``."""
         return self._first.mismatches
 
+    def forget_mismatches(self, thread_id: str) -> int:
+        return sum(side.forget_mismatches(thread_id) for side in self.engines.values())
+
     def leaves(self) -> list[MemoryEngine]:
         return [leaf for side in self.engines.values() for leaf in side.leaves()]
 

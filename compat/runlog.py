@@ -87,8 +87,8 @@ def _engine(url: str) -> Engine:
 class RunLog:
     """Writes the run rows of one store (a SQL store; ``None`` from :meth:`open` otherwise)."""
 
-    def __init__(self, url: str, shown: str) -> None:
-        self.engine, self.shown = _engine(url), shown
+    def __init__(self, engine: Engine, shown: str, owned: bool = True) -> None:
+        self.engine, self.shown, self._owned = engine, shown, owned
         self._created = False
 
     @classmethod
@@ -96,7 +96,14 @@ class RunLog:
         """The store's run log, or ``None`` for the in-memory store (nothing outlives it)."""
         if url.partition("?")[0] in ("memory", "memory://"):
             return None
-        return cls(url, shown)
+        return cls(_engine(url), shown)
+
+    @classmethod
+    def of_store(cls, store: Any) -> RunLog | None:
+        """The run log of an open SQL store, on its own engine (left open by ``close``);
+        ``None`` for a store without one."""
+        engine = getattr(store, "engine", None)
+        return None if engine is None else cls(engine, store.url, owned=False)
 
     def _create(self) -> None:
         """Create the table once, whatever number of shards start together."""
@@ -138,7 +145,8 @@ class RunLog:
                              f"{type(exc).__name__}") from None
 
     def close(self) -> None:
-        self.engine.dispose()
+        if self._owned:
+            self.engine.dispose()
 
 
 def read_runs(engine: Engine, limit: int | None = None) -> list[RunRow]:

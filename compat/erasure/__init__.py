@@ -136,10 +136,10 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
                          "turns; retry when it is quiet")
     if not dry_run:
         report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
-        report.mismatches_removed = _drop_mismatches(engine, tid)
+        report.mismatches_removed = engine.forget_mismatches(tid)
         compacted = [s for s in held if hasattr(s, "compact")] if compact else []
         report.compacted = [s.url for s in compacted]
-        _audit(memory, report)  # before compacting: a busy file does not undo the record
+        _audit(home, report)  # before compacting: a busy file does not undo the record
         for store in compacted:
             store.compact()
     return report
@@ -250,39 +250,20 @@ def _scrub_log(path: str, tid: str, match: str | None) -> int:
     return removed
 
 
-def _drop_mismatches(engine: Any, tid: str) -> int:
-    """A live shadow's recorded mismatches of the thread (their diffs quote its text)."""
-    removed, seen, todo = 0, set(), [engine]
-    while todo:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if hasattr(current, "forget_mismatches"):
-            removed += current.forget_mismatches(tid)
-        children = getattr(current, "engines", None)  # a method (shadow) or a dict (staged)
-        todo.extend(children() if callable(children) else
-                    children.values() if isinstance(children, dict) else ())
-    return removed
-
-
-def _audit(memory: SummaryMemory, report: ForgetReport) -> None:
-    """A run-log row (SQL stores): the thread's hash and the counts, never the text."""
-    logger.info("forget thread=%s whole=%s removed=%d kept=%d stores=%d", report.thread,
-                report.whole, report.messages_removed, report.messages_kept, report.stores)
-    url = memory.store if isinstance(memory.store, str) else None
-    if not url or url.partition("?")[0] in ("memory", "memory://"):
-        return
-    from adapters import redact_url
+def _audit(home: Store, report: ForgetReport) -> None:
+    """A run-log row in the thread's home store (SQL stores): the thread's hash and the
+    counts, never the text."""
     from compat.runlog import RunLog
 
-    runlog = RunLog.open(url, redact_url(url))
+    logger.info("forget thread=%s whole=%s removed=%d kept=%d stores=%d", report.thread,
+                report.whole, report.messages_removed, report.messages_kept, report.stores)
+    runlog = RunLog.of_store(home)
     if runlog is None:
         return
     try:
         run_id = runlog.start(f"forget {'thread' if report.whole else 'matching messages'} "
-                              f"{report.thread}", source=None, target=redact_url(url),
-                              shard=None, policy=None)
+                              f"{report.thread}", source=None, target=home.url, shard=None,
+                              policy=None)
         runlog.finish(run_id, "ok", report.as_dict())
     finally:
         runlog.close()
