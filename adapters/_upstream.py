@@ -40,6 +40,7 @@ __all__ = [
     "sqlite_saver_in_transaction",
     "postgres_saver_migrations",
     "sqlite_saver_setup_sql",
+    "otel_sdk_installed",
 ]
 
 # Checkpoint metadata keys LangGraph writes for ``DeltaChannel`` state (upstream's
@@ -101,6 +102,18 @@ def check_upstream() -> None:
             f"memshift relies on {', '.join(missing)}, missing in the installed versions "
             f"({_versions()}); install the versions pinned by memshift")
     _checked = True
+
+
+# -- OpenTelemetry ---------------------------------------------------------------------------
+def otel_sdk_installed() -> bool:
+    """Whether an SDK (anything but the API's stand-in) is the global tracer or meter
+    provider. The tracer's stand-in is public (``ProxyTracerProvider``); the meter's,
+    ``_ProxyMeterProvider``, is private (spy-tested)."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or \
+        not isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
 
 
 # -- SummarizationMiddleware -----------------------------------------------------------------

@@ -72,11 +72,8 @@ class _Telemetry:
         if api is None:
             return
         metrics, trace = api
-        self._api = api
         self._explicit = meter_provider is not None or tracer_provider is not None
         self._next_check = 0.0
-        if not hasattr(self, "_default_meter"):  # what the API hands out before an SDK is set
-            self._default_meter = type(metrics.get_meter_provider())
         version = _version()
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("memshift", version)
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("memshift",
@@ -107,10 +104,10 @@ class _Telemetry:
             return True
         now = time.monotonic()
         if now >= self._next_check:
-            metrics, trace = self._api
+            from adapters._upstream import otel_sdk_installed
+
             self._next_check = now + 1.0
-            self._live = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) \
-                or type(metrics.get_meter_provider()) is not self._default_meter
+            self._live = otel_sdk_installed()
         return self._live
 
     # -- what the library reports -----------------------------------------------------------

@@ -199,3 +199,23 @@ def test_the_command_line_is_measured_too(otel: Read, store_kind: str, fresh_sto
                      "--quiet"]) == 0
     capsys.readouterr()
     assert otel.total("memshift.moves", **{"from": "classic", "to": "middleware"}) == 3
+
+
+def test_an_sdk_meter_set_before_memshift_is_imported_is_used() -> None:
+    """Only a meter provider, installed before memshift is imported (as
+    ``opentelemetry-instrument`` does): memshift records on it."""
+    code = (
+        "from opentelemetry import metrics\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "reader = InMemoryMetricReader()\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "from compat import SummaryMemory\n"
+        "m = SummaryMemory(); m.save('t', 'q', 'a'); m.load('t')\n"
+        "names = [x.name for rm in reader.get_metrics_data().resource_metrics\n"
+        "         for sm in rm.scope_metrics for x in sm.metrics]\n"
+        "print('memshift.save.duration' in names)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -195,3 +195,16 @@ def test_the_savers_setup_statements_memshift_prints_are_the_ones_setup_runs(tmp
     assert by_hand.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == schema
     migrations = upstream.postgres_saver_migrations()
     assert "checkpoint_migrations" in migrations[0] and len(migrations) >= 10
+
+
+def test_the_otel_api_stand_ins_memshift_recognises_are_the_installed_ones() -> None:
+    """Before an application installs an SDK the API hands out proxies: memshift knows
+    them by class (the meter's is private) and records nothing then."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    from adapters._upstream import otel_sdk_installed
+
+    assert isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert otel_sdk_installed() is False
