@@ -28,17 +28,25 @@ def close_run(runlog: Any, run_id: str | None, status: str, counts: dict[str, An
               out: Output) -> None:
     """Complete the run's log row and close the log; a failure to log never hides the
     run's own result (it is a warning)."""
-    from adapters.errors import StoreError
-
     if runlog is None:
         return
+    try:
+        finish_run(runlog, run_id, status, counts, out)
+    finally:
+        runlog.close()
+
+
+def finish_run(runlog: Any, run_id: str | None, status: str, counts: dict[str, Any],
+               out: Output) -> None:
+    """Complete the run's log row, leaving the log open (a command that logs several runs);
+    a failure to log is a warning."""
+    from adapters.errors import StoreError
+
     try:
         if run_id is not None:
             runlog.finish(run_id, status, counts)
     except StoreError as exc:
         out.warn(f"the run log was not updated: {exc}")
-    finally:
-        runlog.close()
 
 
 def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,

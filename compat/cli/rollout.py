@@ -11,7 +11,7 @@ from adapters import MemoryPolicy
 from compat.cli._common import (
     Output, in_shard, output_options, parse_shard, resolve_store, show_url, store_options,
 )
-from compat.cli._migrate_report import close_run, run_stats
+from compat.cli._migrate_report import close_run, finish_run, run_stats
 from compat.cli._policy import choose_policy, policy_options
 from compat.cli._urls import check_url
 from compat import admin
@@ -189,10 +189,9 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
                               f"--guard {','.join(map(str, guards))}", source=None,
                               target=f"staged {show_url(url)}", shard=None,
                               policy=choice.as_json())
-        close_run(_Kept(runlog), run_id, "ok" if result.decision in (
-            "advanced", "reached", "unjudged") else "failed",
-            {"decision": result.decision, "moved": result.moved, "failed": result.failed,
-             "tripped": result.tripped, **result.evidence}, out)
+        finish_run(runlog, run_id, "failed" if result.tripped else "ok",
+                   {"decision": result.decision, "moved": result.moved, "failed": result.failed,
+                    "tripped": result.tripped, **result.evidence}, out)
 
     try:
         steps = run_advance(
@@ -206,7 +205,7 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
             runlog.close()
         choice.close()
     last = steps[-1] if steps else None
-    tripped = last is not None and last.decision in ("halted", "rolled_back")
+    tripped = last is not None and bool(last.tripped)
     reached = start if last is None else \
         (last.share_from if last.decision == "rolled_back" else last.share_to)
     out.line(f"rollout at {reached:g} (target {target:g})" +
@@ -216,15 +215,3 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
               "steps": [s.__dict__ for s in steps]})
     return 1 if tripped else 0
 
-
-class _Kept:
-    """The run log for ``close_run`` without closing it (one row per step, one log)."""
-
-    def __init__(self, runlog: Any) -> None:
-        self.runlog = runlog
-
-    def finish(self, run_id: str, status: str, counts: dict[str, Any]) -> None:
-        self.runlog.finish(run_id, status, counts)
-
-    def close(self) -> None:
-        """Closed once, by the command."""

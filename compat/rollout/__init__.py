@@ -167,6 +167,8 @@ def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Itera
     if any(g.metric.startswith("mismatch") for g in guards) and not shadow_log:
         raise ConfigError("a mismatch guard needs the shadow log (--shadow-log FILE or "
                           "$MEMSHIFT_SHADOW_LOG)")
+    from compat.admin import summary_history
+
     since = datetime.now(timezone.utc).isoformat()
     forward, backward = ("middleware", "classic") if target >= start else ("classic", "middleware")
     cohort: set[str] = set()
@@ -178,16 +180,13 @@ def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Itera
             cohort |= moved
             if interval:
                 sleep(interval)
-            from compat.admin import summary_history
-
             evidence = gather(cohort, since, shadow_log,
                               lambda tid: summary_history(memory, tid))
         judged = evidence.threads >= min_threads
         tripped = [str(g) for g in guards if not g.holds(evidence)] if judged else []
         if failed:  # judged or not: a thread that did not move is never walked past
             tripped.append(f"{failed} thread(s) failed to move")
-        decision = ("reached" if share == target else "advanced") if judged or tripped else \
-            ("reached" if share == target else "unjudged")
+        decision = "reached" if share == target else "advanced" if judged else "unjudged"
         if tripped:
             decision = "halted"
             if rollback_on_trip:
@@ -202,7 +201,7 @@ def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Itera
         steps.append(result)
         if on_step is not None:
             on_step(result)
-        if decision in ("halted", "rolled_back"):
+        if tripped:
             break
         previous = share
     return steps
