@@ -49,6 +49,7 @@ class ReplayReport:
     summarizer_calls: int = 0
     shared_folds: int = 0
     baselines: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # classes of difference the replay was told to expect
     # strategy -> (facts still visible at the end, facts stated), over all threads
     facts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -108,7 +109,8 @@ def replay(
         for name in backends
     }
     drifted: set[str] = set()
-    report = ReplayReport(backends=backends, policy=policy, baselines=tuple(baselines))
+    report = ReplayReport(backends=backends, policy=policy, baselines=tuple(baselines),
+                          ignored=tuple(rules.names()))
     per_thread: dict[str, int] = {}
     first = memories[backends[0]]
     for index, turn in enumerate(turns):

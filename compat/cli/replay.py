@@ -47,9 +47,8 @@ def print_report(report: ReplayReport, out: Output) -> None:
     out.line(f"turns: {len(report.turns)}  threads: {len(report.threads)}  "
              f"divergent turns: {len(report.divergences)}")
     if report.classes:
-        ignored = {c for t in report.turns if t.expected for c in t.classes}
         out.line("differing turns by class: " + ", ".join(
-            f"{name} {count}{' (ignored)' if name in ignored else ''}"
+            f"{name} {count}{' (ignored)' if name in report.ignored else ''}"
             for name, count in sorted(report.classes.items())))
     if report.nondeterministic:
         out.line(f"turns that differ by model nondeterminism only (--no-share; not a backend "

@@ -47,8 +47,7 @@ def _stats_table(report: ReplayReport, threads: dict[str, list[TurnResult]]) -> 
         ("mismatching turns (backend divergence)", f"{len(report.divergences):,}"),
         ("turns differing by model nondeterminism", f"{len(report.nondeterministic):,}"),
     ]
-    ignored = {c for t in report.turns if t.expected for c in t.classes}
-    rows += [(f"differing turns, class {name}{' (ignored)' if name in ignored else ''}",
+    rows += [(f"differing turns, class {name}{' (ignored)' if name in report.ignored else ''}",
               f"{count:,}") for name, count in sorted(report.classes.items())]
     for backend in report.backends:
         folds = sum(turns[-1].folds[backend] for turns in threads.values() if turns)
