@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -38,7 +38,7 @@ from adapters.stores.base import Placement, Store, Tx
 from adapters.errors import MismatchError
 from adapters.view import MemoryView, ThreadRecord, detach
 
-__all__ = ["Mismatch", "ShadowEngine"]
+__all__ = ["Mismatch", "ShadowEngine", "read_log"]
 
 logger = logging.getLogger("memshift.shadow")
 
@@ -53,6 +53,24 @@ class Mismatch:
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     cls: str = ""  # the class of difference (``adapters.diff_classes``); failures: their kind
     ignored: bool = False  # an expected class (``ignore=``): recorded, never counted by a guard
+
+
+def read_log(path: str) -> Iterator[Mismatch | None]:
+    """The records of a shadow log (``log_path``), oldest first; ``None`` for a line that is
+    not one (a torn write, an edit). Lines from before classes existed take their kind."""
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            try:
+                entry = json.loads(line)
+                thread_id, kind = entry["thread_id"], entry["kind"]
+                record = Mismatch(thread_id, int(entry.get("turn", 0)), kind,
+                                  list(entry.get("diff", [])), dict(entry.get("timings", {})),
+                                  str(entry.get("at", "")), str(entry.get("cls") or kind),
+                                  bool(entry.get("ignored")))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                yield None
+                continue
+            yield record if isinstance(thread_id, str) and isinstance(kind, str) else None
 
 
 class ShadowEngine(Engine):

@@ -219,21 +219,16 @@ def shadow_counts(path: str) -> dict[str, Any]:
     """A shadow log (``shadow_log=`` / ``$MEMSHIFT_SHADOW_LOG``) counted by class of difference:
     ``{"mismatches": n, "counted": n, "ignored": n, "classes": {class: {"counted", "ignored"}},
     "unreadable_lines": n}``. Lines from before classes existed count by their kind."""
-    import json
+    from adapters.shadow import read_log
 
     classes: dict[str, dict[str, int]] = {}
     unreadable = 0
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            try:
-                entry = json.loads(line)
-                name = str(entry.get("cls") or entry["kind"])
-                ignored = bool(entry.get("ignored"))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                unreadable += 1
-                continue
-            slot = classes.setdefault(name, {"counted": 0, "ignored": 0})
-            slot["ignored" if ignored else "counted"] += 1
+    for record in read_log(path):
+        if record is None:
+            unreadable += 1
+            continue
+        slot = classes.setdefault(record.cls, {"counted": 0, "ignored": 0})
+        slot["ignored" if record.ignored else "counted"] += 1
     counted = sum(c["counted"] for c in classes.values())
     ignored_total = sum(c["ignored"] for c in classes.values())
     return {"mismatches": counted + ignored_total, "counted": counted, "ignored": ignored_total,

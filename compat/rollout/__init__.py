@@ -20,16 +20,16 @@ store, recorded in the run log (``memshift history``).
 
 from __future__ import annotations
 
-import json
 import operator
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from adapters.errors import ConfigError
+from adapters.shadow import read_log
 
 __all__ = ["Evidence", "Guard", "Step", "advance", "parse_guards"]
 
@@ -108,40 +108,27 @@ class Step:
     tripped: list[str] = field(default_factory=list)
 
 
-def shadow_entries(path: str | None) -> Iterator[dict[str, Any]]:
-    """The readable lines of a shadow log (an unreadable line is skipped: the doctor counts
-    them)."""
-    if not path:
-        return
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("thread_id"), str):
-                yield entry
-
-
 def gather(cohort: set[str], since: str, shadow_log: str | None,
            folds_of: Callable[[str], list[dict[str, Any]]]) -> Evidence:
     """The evidence on ``cohort`` (and, for ``mismatches``, every thread since ``since``)."""
     evidence = Evidence(threads=len(cohort))
     mismatching: set[str] = set()
-    for entry in shadow_entries(shadow_log):
-        if entry.get("ignored"):
+    for record in read_log(shadow_log) if shadow_log else ():
+        if record is None:
+            continue
+        if record.ignored:
             evidence.ignored += 1
             continue
-        if entry["thread_id"] in cohort:
-            mismatching.add(entry["thread_id"])
-        if str(entry.get("at", "")) >= since:
+        if record.thread_id in cohort:
+            mismatching.add(record.thread_id)
+        if record.at >= since:
             evidence.mismatches += 1
     evidence.mismatching_threads = len(mismatching)
     for thread_id in cohort:
-        for record in folds_of(thread_id):
-            if str(record.get("at", "")) >= since and record.get("trigger") != "migrated":
+        for fold in folds_of(thread_id):
+            if str(fold.get("at", "")) >= since and fold.get("trigger") != "migrated":
                 evidence.folds += 1
-                evidence.fold_failures += bool(record.get("error"))
+                evidence.fold_failures += bool(fold.get("error"))
     return evidence
 
 
