@@ -28,7 +28,7 @@ from compat._turns import check_thread_id
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["Rebuild", "export_conversations", "forget", "iter_thread_ids", "last_transcript_id",
+__all__ = ["MissingThreads", "Rebuild", "export_conversations", "forget", "iter_thread_ids", "last_transcript_id",
            "missing_threads", "open_read_only", "pin", "placement", "read_only_memory",
            "rebuild", "reopen", "restore_thread", "resummarize", "summary_history",
            "thread_ids", "unpin"]
@@ -214,11 +214,24 @@ def export_conversations(memory: SummaryMemory, threads: Sequence[str] | None = 
     each once; a thread without a transcript is a ``ConfigError`` before any line), else
     every thread of the store. ``sample``: N of them, chosen by a hash of ``seed`` and each
     id (the same N for the same seed and threads, whatever the listing order). Reads only."""
-    from compat.conversations import message_line
-
     listed = list(dict.fromkeys(threads)) if threads is not None else None
     if listed is not None and (missing := missing_threads(memory, listed)):
-        raise ConfigError("; ".join(f"thread {t!r} {why}" for t, why in missing.items()))
+        raise MissingThreads(missing)  # here, before the first line is asked for
+    return _export_lines(memory, listed, sample, seed)
+
+
+class MissingThreads(ConfigError):
+    """Listed threads that hold no transcript: ``missing`` maps each to why."""
+
+    def __init__(self, missing: dict[str, str]) -> None:
+        super().__init__("; ".join(f"thread {t!r} {why}" for t, why in missing.items()))
+        self.missing = missing
+
+
+def _export_lines(memory: SummaryMemory, listed: list[str] | None, sample: int | None,
+                  seed: int) -> Iterator[dict[str, Any]]:
+    from compat.conversations import message_line
+
     chosen = _sample(listed if listed is not None else iter_thread_ids(memory), sample, seed)
     for tid in (listed if listed is not None else iter_thread_ids(memory)):
         if chosen is not None and tid not in chosen:

@@ -26,18 +26,14 @@ def _listed(path: str | None) -> list[tuple[int, str]] | None:
     return listed
 
 
-def _refuse_missing(memory: Any, path: str, listed: list[tuple[int, str]]) -> None:
-    from compat import admin
-
-    missing = admin.missing_threads(memory, dict.fromkeys(t for _, t in listed))
-    if not missing:
-        return
+def _refused(path: str, listed: list[tuple[int, str]], missing: dict[str, str]) -> ConfigError:
+    """The listed threads that are not in the store, named by their line in the file."""
     first = {tid: n for n, tid in reversed(listed)}  # a thread's first line in the file
     named = [f"{path}:{first[t]}: thread {t!r} {why}" for t, why in list(missing.items())
              [:_SHOWN_MISSING]]
     more = len(missing) - len(named)
-    raise ConfigError("; ".join(named) + (f"; and {more} more" if more else "") +
-                      " (nothing was exported)")
+    return ConfigError("; ".join(named) + (f"; and {more} more" if more else "") +
+                       " (nothing was exported)")
 
 
 @click.command("export")
@@ -75,11 +71,13 @@ def export(threads_file: str | None, sample: int | None, seed: int, quiet: bool,
         raise StoreError(f"{show_url(url)} holds no memshift tables: nothing to export")
     threads = messages = 0
     with memory:
-        if listed is not None:
-            _refuse_missing(memory, str(threads_file), listed)
-        lines = admin.export_conversations(
-            memory, [t for _, t in listed] if listed is not None else None, sample=sample,
-            seed=seed)
+        try:
+            lines = admin.export_conversations(
+                memory, [t for _, t in listed] if listed is not None else None, sample=sample,
+                seed=seed)
+        except admin.MissingThreads as exc:
+            assert listed is not None
+            raise _refused(str(threads_file), listed, exc.missing) from None
         current = None
         with out.progress(None, "threads", "export") as tick:
             for line in lines:
