@@ -319,6 +319,15 @@ def model_options(func: Any) -> Any:
                              "string. [default: memshift's offline summarizer]")(func)
 
 
+def model_from(opts: dict[str, Any]) -> Any:
+    """The chat model ``--model``/``--base-url`` name (``None``: memshift's offline one)."""
+    if not opts.get("model"):
+        return None
+    from compat.models import resolve_model
+
+    return resolve_model(opts["model"], base_url=opts.get("base_url"))
+
+
 def choose_policy(opts: dict[str, Any], urls: Sequence[str | None], default: MemoryPolicy,
                   out: Any, *, allow_mixed: bool, snapshot: bool = False,
                   default_note: str = "") -> PolicyChoice:

@@ -8,7 +8,7 @@ import click
 
 from adapters import MemoryPolicy
 from compat.cli._common import Output, resolve_store, store_options
-from compat.cli._policy import FIELDS, choose_policy, model_options, policy_options
+from compat.cli._policy import FIELDS, choose_policy, model_from, model_options, policy_options
 from compat.cli.resummarize import resummarize
 from compat.cli._urls import check_url
 
@@ -72,11 +72,7 @@ def eval_command(cases: str | None, min_score: float | None, as_json: str | None
         check_url(store, "--store", must_exist=True)
     override = _override(opts, store, out)
     loaded = load_cases(cases or BUNDLED_CASES)
-    llm = None
-    if opts.get("model"):
-        from compat.models import resolve_model
-
-        llm = resolve_model(opts["model"], base_url=opts.get("base_url"))
+    llm = model_from(opts)
     with out.progress(len(loaded), "cases", "eval") as tick:
         report = run_eval(loaded, llm=llm, model=opts.get("model") or "offline extractive",
                           override=override, on_case=lambda _c: tick())

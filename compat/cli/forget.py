@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from compat.cli._common import Output, output_options, resolve_store, show_url, store_options
-from compat.cli._policy import choose_policy, model_options, policy_options
+from compat.cli._policy import choose_policy, model_from, model_options, policy_options
 from compat.cli._urls import check_url
 
 __all__ = ["forget"]
@@ -64,11 +64,7 @@ def forget(thread_id: str, match: str | None, match_env: str | None,
 
     choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
                            allow_mixed=True)
-    llm = None
-    if opts.get("model"):
-        from compat.models import resolve_model
-
-        llm = resolve_model(opts["model"], base_url=opts.get("base_url"))
+    llm = model_from(opts)
     with SummaryMemory(backend="staged", store=url, policy=choice.policy, llm=llm) as memory:
         report = run_forget(memory, thread_id, match, dry_run=dry_run,
                             shadow_logs=shadow_logs, compact=not no_compact)

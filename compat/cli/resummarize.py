@@ -18,7 +18,7 @@ from compat.cli._common import (
     Output, output_options, resolve_store, show_url, store_options, threads_file,
 )
 from compat.cli._migrate_report import close_run, run_stats
-from compat.cli._policy import choose_policy, model_options, policy_options
+from compat.cli._policy import choose_policy, model_from, model_options, policy_options
 from compat.cli._urls import check_url
 from compat import admin
 
@@ -118,11 +118,7 @@ def resummarize(backend: str, as_json: bool, output: str | None, quiet: bool,
                + (" (dry run: read-only, nothing is written)" if dry else ""))
     choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
                            allow_mixed=True, snapshot=dry)
-    llm = None
-    if opts.get("model"):
-        from compat.models import resolve_model
-
-        llm = resolve_model(opts["model"], base_url=opts.get("base_url"))
+    llm = model_from(opts)
     if dry:
         memory = read_only_memory(backend, url, snapshot=True, policy=choice.policy, llm=llm)
         if memory is None:
