@@ -155,30 +155,37 @@ def test_memshift_otel_0_turns_it_off() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 
-def test_the_api_alone_costs_nothing_and_a_global_sdk_is_picked_up() -> None:
-    """With the API but no SDK the drivers run bare; once the application installs an SDK
-    globally (after memshift was imported, as apps do), memshift's metrics reach it."""
-    code = (
-        "import time\n"
-        "from adapters import telemetry\n"
-        "from compat import SummaryMemory\n"
-        "steps = iter(())\n"
-        "assert telemetry.TELEMETRY.on and not telemetry.TELEMETRY.live()\n"
-        "assert telemetry.observed('save', None, 't', steps) is steps\n"
-        "from opentelemetry import metrics\n"
-        "from opentelemetry.sdk.metrics import MeterProvider\n"
-        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
-        "reader = InMemoryMetricReader()\n"
-        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
-        "time.sleep(1.1)\n"
-        "m = SummaryMemory(); m.save('t', 'q', 'a'); m.load('t')\n"
-        "names = [x.name for rm in reader.get_metrics_data().resource_metrics\n"
-        "         for sm in rm.scope_metrics for x in sm.metrics]\n"
-        "print('memshift.save.duration' in names)\n")
+_GLOBAL_SDK = ("from opentelemetry import metrics\n"
+               "from opentelemetry.sdk.metrics import MeterProvider\n"
+               "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+               "reader = InMemoryMetricReader()\n"
+               "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n")
+_SAVE_AND_REPORT = ("from compat import SummaryMemory\n"
+                    "m = SummaryMemory(); m.save('t', 'q', 'a'); m.load('t')\n"
+                    "names = [x.name for rm in reader.get_metrics_data().resource_metrics\n"
+                    "         for sm in rm.scope_metrics for x in sm.metrics]\n"
+                    "print('memshift.save.duration' in names)\n")
+
+
+def _reaches_a_global_sdk(code: str) -> None:
+    """``code`` (it installs ``_GLOBAL_SDK`` and ends with ``_SAVE_AND_REPORT``) in a fresh
+    process: a global provider can be set once per process."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def test_the_api_alone_costs_nothing_and_a_global_sdk_is_picked_up() -> None:
+    """With the API but no SDK the drivers run bare; once the application installs an SDK
+    globally (after memshift was imported, as apps do), memshift's metrics reach it."""
+    _reaches_a_global_sdk(
+        "import time\n"
+        "from adapters import telemetry\n"
+        "steps = iter(())\n"
+        "assert telemetry.TELEMETRY.on and not telemetry.TELEMETRY.live()\n"
+        "assert telemetry.observed('save', None, 't', steps) is steps\n"
+        + _GLOBAL_SDK + "time.sleep(1.1)\n" + _SAVE_AND_REPORT)
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
@@ -204,18 +211,4 @@ def test_the_command_line_is_measured_too(otel: Read, store_kind: str, fresh_sto
 def test_an_sdk_meter_set_before_memshift_is_imported_is_used() -> None:
     """Only a meter provider, installed before memshift is imported (as
     ``opentelemetry-instrument`` does): memshift records on it."""
-    code = (
-        "from opentelemetry import metrics\n"
-        "from opentelemetry.sdk.metrics import MeterProvider\n"
-        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
-        "reader = InMemoryMetricReader()\n"
-        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
-        "from compat import SummaryMemory\n"
-        "m = SummaryMemory(); m.save('t', 'q', 'a'); m.load('t')\n"
-        "names = [x.name for rm in reader.get_metrics_data().resource_metrics\n"
-        "         for sm in rm.scope_metrics for x in sm.metrics]\n"
-        "print('memshift.save.duration' in names)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True"
+    _reaches_a_global_sdk(_GLOBAL_SDK + _SAVE_AND_REPORT)
