@@ -14,7 +14,6 @@ from adapters.backends import (
     BACKENDS,
     ClassicBackend,
     MemoryBackend,
-    MemshiftSummarizationMiddleware,
     MiddlewareBackend,
 )
 from adapters.engine import MemoryEngine
@@ -79,9 +78,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # defined on first use: see adapters.backends.classic_memory
-    if name == "PolicySummaryBufferMemory":
-        from adapters.backends.classic_memory import PolicySummaryBufferMemory
+    # defined on first use: see adapters.backends (each brings seconds of imports)
+    if name in ("PolicySummaryBufferMemory", "MemshiftSummarizationMiddleware"):
+        from adapters import backends
 
-        return PolicySummaryBufferMemory
+        return getattr(backends, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """Every private LangChain / LangGraph detail memshift relies on, in one place.
 
 Read this module when LangChain or LangGraph releases. ``check_upstream()`` runs when a
-memory is built and fails, naming the installed versions, when a hook has gone; the spy
+memory is built (``check_middleware_upstream()`` when it first builds its middleware) and
+fails, naming the installed versions, when a hook has gone; the spy
 tests (``tests/test_upstream.py``) prove the stock entry points still call the overrides.
 """
 
@@ -27,6 +28,8 @@ __all__ = [
     "CLASSIC_HOOKS",
     "MIDDLEWARE_HOOKS",
     "check_upstream",
+    "check_middleware_upstream",
+    "REMOVE_ALL_MESSAGES",
     "inmemory_retain",
     "inmemory_copy",
     "inmemory_delete_runs",
@@ -46,6 +49,9 @@ __all__ = [
 # Checkpoint metadata keys LangGraph writes for ``DeltaChannel`` state (upstream's
 # ``PostgresSaver.prune`` refuses such threads by the same keys).
 DELTA_METADATA_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
+# ``langgraph.graph.message.REMOVE_ALL_MESSAGES`` (public, but importing it loads
+# ``langgraph.graph``): a copy, spy-tested against the installed value.
+REMOVE_ALL_MESSAGES = "__remove_all__"
 # Overridden methods the stock code must call (spy-tested).
 MIDDLEWARE_HOOKS = ("_should_summarize", "_determine_cutoff_index", "_partition_messages",
                     "_build_new_messages", "_ensure_message_ids", "_normalize_trigger",
@@ -58,6 +64,7 @@ _SAVER_ATTRS = {
 }
 
 _checked = False
+_checked_middleware = False
 
 
 def _versions() -> str:
@@ -73,18 +80,16 @@ def _versions() -> str:
 
 
 def check_upstream() -> None:
-    """Fail loudly, naming the installed versions, when a relied-on hook is missing."""
+    """Fail loudly, naming the installed versions, when a relied-on classic or saver hook is
+    missing (run when a memory is built; the middleware's: ``check_middleware_upstream``)."""
     global _checked
     if _checked:
         return
-    from langchain.agents.middleware import SummarizationMiddleware
     from langchain_classic.memory import ConversationSummaryBufferMemory
 
-    missing = [f"SummarizationMiddleware.{h}" for h in MIDDLEWARE_HOOKS
-               if not hasattr(SummarizationMiddleware, h)]
     fields = getattr(ConversationSummaryBufferMemory, "model_fields", {})
-    missing += [f"ConversationSummaryBufferMemory.{h}" for h in CLASSIC_HOOKS
-                if not hasattr(ConversationSummaryBufferMemory, h) and h not in fields]
+    missing = [f"ConversationSummaryBufferMemory.{h}" for h in CLASSIC_HOOKS
+               if not hasattr(ConversationSummaryBufferMemory, h) and h not in fields]
     for target, attrs in _SAVER_ATTRS.items():
         module, _, cls_name = target.partition(":")
         try:
@@ -97,11 +102,30 @@ def check_upstream() -> None:
         missing += [f"{cls_name}.{a}" for a in attrs
                     if not hasattr(cls, a) and not hasattr(probe, a) and a not in ("conn", "lock",
                                                                                     "is_setup")]
+    _fail_if(missing)
+    _checked = True
+
+
+def check_middleware_upstream() -> None:
+    """``check_upstream`` for ``SummarizationMiddleware``: run when a memory first builds its
+    middleware (its first save, or ``memory.middleware``), because importing
+    ``langchain.agents`` costs about 1.5 s that a memory which never folds there (a re-run of
+    a finished migration, a classic-only app) does not pay."""
+    global _checked_middleware
+    if _checked_middleware:
+        return
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    _fail_if([f"SummarizationMiddleware.{h}" for h in MIDDLEWARE_HOOKS
+              if not hasattr(SummarizationMiddleware, h)])
+    _checked_middleware = True
+
+
+def _fail_if(missing: list[str]) -> None:
     if missing:
         raise ConfigError(
             f"memshift relies on {', '.join(missing)}, missing in the installed versions "
             f"({_versions()}); install the versions pinned by memshift")
-    _checked = True
 
 
 # -- OpenTelemetry ---------------------------------------------------------------------------

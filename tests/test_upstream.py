@@ -3,10 +3,15 @@ stops calling one, these fail (without PostgreSQL), before the contract suite dr
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from langchain.agents.middleware import SummarizationMiddleware
+from langchain_classic.memory import ConversationSummaryBufferMemory
 from langchain_core.messages import AIMessage, HumanMessage
 
 import adapters._upstream as upstream
@@ -21,6 +26,7 @@ from adapters.stores import ClassicSnapshot, MemoryStore
 from adapters.summarizer import SummarizerChatModel
 
 POLICY = MemoryPolicy(max_messages=4, keep_messages=2)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _turns(n: int) -> list:
@@ -87,12 +93,78 @@ def test_a_missing_hook_fails_at_construction_naming_the_versions(monkeypatch: p
     from compat import SummaryMemory
 
     monkeypatch.setattr(upstream, "_checked", False)
-    monkeypatch.delattr(SummarizationMiddleware, "_determine_cutoff_index")
-    with pytest.raises(ConfigError, match=r"_determine_cutoff_index.*langchain==1\."):
-        SummaryMemory(backend="middleware", max_token_limit=100)
+    monkeypatch.delattr(ConversationSummaryBufferMemory, "prune")
+    with pytest.raises(ConfigError, match=r"\.prune.*langchain-classic==1\."):
+        SummaryMemory(backend="classic", max_token_limit=100)
     monkeypatch.undo()
     upstream._checked = False
-    SummaryMemory(backend="middleware", max_token_limit=100).close()
+    SummaryMemory(backend="classic", max_token_limit=100).close()
+
+
+def test_a_missing_middleware_hook_fails_before_the_first_fold_naming_the_versions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The middleware's hooks are checked when a memory first builds its middleware (its
+    first save, or ``memory.middleware``): loud, before anything is written."""
+    from compat import SummaryMemory
+
+    monkeypatch.setattr(upstream, "_checked_middleware", False)
+    monkeypatch.delattr(SummarizationMiddleware, "_determine_cutoff_index")
+    for first_use in ("save", "middleware"):
+        memory = SummaryMemory(backend="middleware", max_token_limit=100)
+        with pytest.raises(ConfigError, match=r"_determine_cutoff_index.*langchain==1\."):
+            if first_use == "save":
+                memory.save("t", "q", "a")
+            else:
+                memory.middleware  # noqa: B018
+        assert memory.load("t").messages == []
+        memory.close()
+    monkeypatch.undo()
+    upstream._checked_middleware = False
+    memory = SummaryMemory(backend="middleware", max_token_limit=100)
+    memory.save("t", "q", "a")
+    memory.close()
+
+
+def test_the_copied_remove_all_marker_is_langgraphs() -> None:
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    assert upstream.REMOVE_ALL_MESSAGES == REMOVE_ALL_MESSAGES
+
+
+_AGENT_MODULES = "print(sorted(n for n in sys.modules if n.startswith('langchain.agents')))"
+
+
+def _modules_after(code: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n{_AGENT_MODULES}", *args],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_importing_memshift_and_a_finished_migration_do_not_import_langchain_agents(
+        tmp_path: Path) -> None:
+    """``langchain.agents`` costs about 1.5 s to import: ``import compat`` and a re-run of a
+    finished migration whose threads the fingerprints skip never import it (a first run
+    does: it writes checkpoints)."""
+    assert _modules_after("import compat, compat.cli, adapters") == "[]"
+
+    legacy = sqlite3.connect(tmp_path / "legacy.db")
+    legacy.execute("CREATE TABLE message_store (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                   "session_id TEXT, message TEXT)")
+    for t in range(3):
+        for i, kind in enumerate(("human", "ai") * 3):
+            legacy.execute("INSERT INTO message_store (session_id, message) VALUES (?, ?)",
+                           (f"t{t}", json.dumps({"type": kind, "data": {"content": f"m{i}"}})))
+    legacy.commit()
+    legacy.close()
+    migrate = ("import runpy\nsys.argv = ['memshift', *sys.argv[1:]]\n"
+               "try:\n    runpy.run_module('compat', run_name='__main__')\n"
+               "except SystemExit as exc:\n    assert exc.code == 0, exc.code")
+    argv = ["migrate", "--from", "classic", "--from-store", f"sqlite:///{tmp_path}/legacy.db",
+            "--to", "middleware", "--to-store", f"sqlite:///{tmp_path}/t.db",
+            "--max-tokens", "20", "--keep-tokens", "10", "--quiet"]
+    assert "'langchain.agents'" in _modules_after(migrate, *argv)  # the first run writes
+    assert _modules_after(migrate, *argv) == "[]"  # the re-run skips every thread
 
 
 def test_stock_create_summary_called_on_its_own_summarizes_as_stock_does() -> None:

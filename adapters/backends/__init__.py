@@ -4,7 +4,7 @@ from typing import Any
 
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.backends.classic import ClassicBackend
-from adapters.backends.middleware import MemshiftSummarizationMiddleware, MiddlewareBackend
+from adapters.backends.middleware import MiddlewareBackend
 
 BACKENDS: dict[str, type[MemoryBackend]] = {
     ClassicBackend.name: ClassicBackend,
@@ -21,4 +21,9 @@ def __getattr__(name: str) -> Any:
         from adapters.backends.classic_memory import PolicySummaryBufferMemory
 
         return PolicySummaryBufferMemory
+    # the middleware subclass brings langchain.agents (about 1.5 s of imports)
+    if name == "MemshiftSummarizationMiddleware":
+        from adapters.backends.agent_middleware import MemshiftSummarizationMiddleware
+
+        return MemshiftSummarizationMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import compat  # noqa: F401  (memshift imports the real class before the name is replaced)
-from adapters.backends.middleware import MemshiftSummarizationMiddleware
+from adapters.backends import MemshiftSummarizationMiddleware
 from compat import MemoryPolicy, SummaryMemory
 from langchain.agents.middleware import summarization as stock
 from langchain_core.language_models import BaseChatModel
