@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from adapters.backends.base import FoldFn
-from adapters.backends.middleware import FOLD_NODE, AgentHooks, split_summary
+from adapters.backends.middleware_parts import FOLD_NODE, AgentHooks, split_summary
 from adapters.fold import FoldJob
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.policy_forms import stock_forms
