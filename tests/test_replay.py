@@ -111,7 +111,8 @@ def test_no_share_labels_model_nondeterminism(monkeypatch: pytest.MonkeyPatch,
 def test_cli_exits_one_on_backend_divergence(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A backend bug (the middleware cut ignoring its summary message) is a divergence."""
-    from adapters.backends.middleware import MemshiftSummarizationMiddleware, split_summary
+    from adapters.backends.agent_middleware import MemshiftSummarizationMiddleware
+    from adapters.backends.middleware import split_summary
 
     def buggy(self: object, messages: list) -> int:
         _, _, window = split_summary(messages)
