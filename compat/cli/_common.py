@@ -8,7 +8,6 @@ Every URL and error text passes through :func:`scrub` before it is printed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -133,15 +132,37 @@ class Output:
         click.echo(scrub(buffer.getvalue()), nl=False)
 
     def emit(self, document: dict[str, Any]) -> None:
-        """The machine-readable result: stdout with ``--json``, and ``--output FILE``."""
-        text = scrub(json.dumps(document, ensure_ascii=False, indent=2, default=str))
-        if self.json:
-            click.echo(text)
-        if self.output:
-            path = Path(self.output)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text + "\n", encoding="utf-8")
-            self.note(f"report: {path}")
+        """The machine-readable result: stdout with ``--json``, and ``--output FILE``.
+
+        Written as it is produced (``compat.cli._jsonstream``), a batch of pieces at a time,
+        each batch scrubbed; the file goes to a temporary name first and replaces ``FILE``
+        only when complete, so a failed run never leaves half a report."""
+        from compat.cli._jsonstream import chunks
+
+        path = Path(self.output) if self.output else None
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial") if path else None
+        sink = None
+        try:
+            if path is not None and partial is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sink = partial.open("w", encoding="utf-8")
+            for batch in _batches(chunks(document)):
+                text = scrub(batch)
+                if self.json:
+                    click.echo(text, nl=False)
+                if sink is not None:
+                    sink.write(text)
+            if self.json:
+                click.echo("")
+            if sink is not None and path is not None and partial is not None:
+                sink.write("\n")
+                sink.close()
+                os.replace(partial, path)
+                self.note(f"report: {path}")
+        finally:
+            if sink is not None and partial is not None:
+                sink.close()
+                partial.unlink(missing_ok=True)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -175,6 +196,21 @@ class Output:
         seconds = time.perf_counter() - start
         rate = done / seconds if seconds > 0 else 0.0
         self.note(f"{label}: {done} {unit} in {seconds:.1f} s ({rate:.1f} {unit}/s)")
+
+
+def _batches(pieces: Iterator[str], size: int = 1 << 16) -> Iterator[str]:
+    """Pieces joined into batches of about ``size`` characters (a batch ends between two
+    pieces, so a string is never split between batches)."""
+    batch: list[str] = []
+    length = 0
+    for piece in pieces:
+        batch.append(piece)
+        length += len(piece)
+        if length >= size:
+            yield "".join(batch)
+            batch, length = [], 0
+    if batch:
+        yield "".join(batch)
 
 
 def output_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -6,6 +6,7 @@ import resource
 from typing import Any
 
 from compat.cli._common import Output, show_url
+from compat.cli._jsonstream import Items
 from compat.migration import ALREADY, NOT_FOUND, MigrationReport
 
 __all__ = ["close_run", "migrate_document", "print_migration", "run_stats"]
@@ -107,8 +108,8 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
         "skipped_by_reason": report.skipped_by_reason(),
         "threads": {
             "migrated": report.migrated,
-            "skipped": [{"thread_id": t, "reason": r} for t, r in report.skipped],
-            "failed": [{"thread_id": t, "reason": r} for t, r in report.failed],
+            "skipped": _outcomes(report.skipped),
+            "failed": _outcomes(report.failed),
             "rebuilt": report.rebuilt,
             "changed": report.changed,
             "caught_up": report.caught_up,
@@ -116,3 +117,9 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
         "notes": sorted(set(report.notes.values())),
         "stats": run_stats(out, report.total),
     }
+
+
+def _outcomes(pairs: list[tuple[str, str]]) -> Items:
+    """``{"thread_id", "reason"}`` objects made as they are written, not a dict per thread
+    held beside the report (about 18 MB over 100,000 skipped threads)."""
+    return Items(lambda: ({"thread_id": t, "reason": r} for t, r in pairs))
