@@ -35,7 +35,6 @@ from adapters.summarizer import (
     ChatModelSummarizer,
     DeterministicSummarizer,
     Summarizer,
-    SummarizerChatModel,
 )
 from adapters.tokens import count_tokens_cjk, tiktoken_counter
 from adapters.view import MemoryView, ThreadRecord, compare_views
@@ -83,4 +82,8 @@ def __getattr__(name: str) -> Any:
         from adapters import backends
 
         return getattr(backends, name)
+    if name == "SummarizerChatModel":  # a BaseChatModel: LangChain's runnables (~1 s)
+        from adapters.summarizer_model import SummarizerChatModel
+
+        return SummarizerChatModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,6 +64,7 @@ _SAVER_ATTRS = {
 }
 
 _checked = False
+_checked_classic = False
 _checked_middleware = False
 
 
@@ -79,17 +80,16 @@ def _versions() -> str:
     return ", ".join(found)
 
 
-def check_upstream() -> None:
-    """Fail loudly, naming the installed versions, when a relied-on classic or saver hook is
-    missing (run when a memory is built; the middleware's: ``check_middleware_upstream``)."""
+def check_upstream(*, classic: bool = True) -> None:
+    """Fail loudly, naming the installed versions, when a relied-on saver hook (and with
+    ``classic``, a classic class hook: ``check_classic_upstream``) is missing. Run when a
+    memory is built; the middleware's hooks: ``check_middleware_upstream``."""
     global _checked
+    if classic:
+        check_classic_upstream()
     if _checked:
         return
-    from langchain_classic.memory import ConversationSummaryBufferMemory
-
-    fields = getattr(ConversationSummaryBufferMemory, "model_fields", {})
-    missing = [f"ConversationSummaryBufferMemory.{h}" for h in CLASSIC_HOOKS
-               if not hasattr(ConversationSummaryBufferMemory, h) and h not in fields]
+    missing: list[str] = []
     for target, attrs in _SAVER_ATTRS.items():
         module, _, cls_name = target.partition(":")
         try:
@@ -104,6 +104,23 @@ def check_upstream() -> None:
                                                                                     "is_setup")]
     _fail_if(missing)
     _checked = True
+
+
+def check_classic_upstream() -> None:
+    """``check_upstream`` for ``ConversationSummaryBufferMemory``: run when a memory the
+    classic backend serves is built, and before the real class is first built, because
+    ``langchain_classic.memory`` imports LangChain's prompts and models (about a second)
+    that a middleware memory which never touches a classic thread (a migration's target)
+    does not need."""
+    global _checked_classic
+    if _checked_classic:
+        return
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+
+    fields = getattr(ConversationSummaryBufferMemory, "model_fields", {})
+    _fail_if([f"ConversationSummaryBufferMemory.{h}" for h in CLASSIC_HOOKS
+              if not hasattr(ConversationSummaryBufferMemory, h) and h not in fields])
+    _checked_classic = True
 
 
 def check_middleware_upstream() -> None:

@@ -11,10 +11,9 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from langchain_core.prompts import PromptTemplate
 
 from adapters import policy_forms, policy_presets
 from adapters.fold_cuts import FoldPlan, plan_fold
@@ -24,6 +23,13 @@ from adapters.structured import STRUCTURED_PROMPT
 from adapters.tokens import (
     TokenCounter, count_tokens_cjk, is_additive, resolve_token_counter,
 )
+
+if TYPE_CHECKING:
+    from langchain_core.prompts import PromptTemplate
+
+    PromptLike = str | PromptTemplate | None
+else:  # what pydantic resolves (a facade field holds a policy) without importing prompts
+    PromptLike = Any
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "FoldPlan", "MemoryPolicy"]
 
@@ -42,6 +48,8 @@ New lines of conversation:
 >>>
 
 New summary:"""
+# prompts known to be valid, so a policy builds their PromptTemplate on first read
+BUILT_IN_PROMPTS = (DEFAULT_SUMMARY_PROMPT, STRUCTURED_PROMPT)
 
 
 def _positive_int(name: str, value: object) -> None:
@@ -74,7 +82,7 @@ class MemoryPolicy:
     keep_messages: int | None = None
     cut: Literal["turn", "message"] = "turn"
     token_counter: str | TokenCounter | None = None
-    summary_prompt: str | PromptTemplate | None = None
+    summary_prompt: PromptLike = None
     summary_format: Literal["text", "structured"] = "text"
     summary_retries: int = 2
     on_summary_error: Literal["defer", "raise"] = "defer"
@@ -99,7 +107,10 @@ class MemoryPolicy:
     _clauses: tuple[dict[str, Any], ...] | None = field(init=False, repr=False, compare=False,
                                                         default=None)
     _counter: TokenCounter = field(init=False, repr=False, compare=False)
-    _prompt: PromptTemplate = field(init=False, repr=False, compare=False)
+    # None until first read when the prompt is a built-in one (known valid): building a
+    # PromptTemplate imports LangChain's runnables, ~1 s of a CLI's start-up
+    _prompt: Any = field(init=False, repr=False, compare=False)  # PromptTemplate | None
+    _prompt_text: str = field(init=False, repr=False, compare=False)
     _redactor: Any = field(init=False, repr=False, compare=False)
     _budget: Any = field(init=False, repr=False, compare=False, default=None)
 
@@ -152,7 +163,11 @@ class MemoryPolicy:
             )
         object.__setattr__(self, "_counter", resolve_token_counter(self.token_counter))
         default = STRUCTURED_PROMPT if self.summary_format == "structured" else DEFAULT_SUMMARY_PROMPT
-        object.__setattr__(self, "_prompt", _as_prompt(self.summary_prompt or default))
+        chosen = self.summary_prompt or default
+        built = None if isinstance(chosen, str) and chosen in BUILT_IN_PROMPTS else \
+            _as_prompt(chosen)
+        object.__setattr__(self, "_prompt", built)
+        object.__setattr__(self, "_prompt_text", chosen if built is None else built.template)
         object.__setattr__(self, "_redactor", resolve_redactor(self.redact))
 
     def _stock_forms(self) -> None:
@@ -284,6 +299,8 @@ class MemoryPolicy:
     @property
     def prompt(self) -> PromptTemplate:
         """The summary prompt (variables ``summary`` and ``new_lines``)."""
+        if self._prompt is None:
+            object.__setattr__(self, "_prompt", _as_prompt(self._prompt_text))
         return self._prompt
 
     @property
@@ -304,7 +321,7 @@ class MemoryPolicy:
         the policy is frozen)."""
         version: str | None = self.__dict__.get("_prompt_version")
         if version is None:
-            version = hashlib.sha256(self._prompt.template.encode()).hexdigest()[:12]
+            version = hashlib.sha256(self._prompt_text.encode()).hexdigest()[:12]
             object.__setattr__(self, "_prompt_version", version)
         return version
 
@@ -401,6 +418,8 @@ def _counter_spec(counter: str | TokenCounter | None) -> str | None:
 
 
 def _as_prompt(prompt: str | PromptTemplate | None) -> PromptTemplate:
+    from langchain_core.prompts import PromptTemplate
+
     if prompt is None:
         prompt = DEFAULT_SUMMARY_PROMPT
     if isinstance(prompt, str):

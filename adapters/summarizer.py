@@ -12,13 +12,9 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.prompts import PromptTemplate
+from langchain_core.messages import BaseMessage, HumanMessage, get_buffer_string
 
 from adapters.workers import WorkersBusy, run_on_worker
 from adapters._upstream import summary_call_config
@@ -30,6 +26,10 @@ from adapters.structured import is_rendered, merge, parse_delta, parse_rendered,
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 from adapters.workers import call_with_timeout
 
+if TYPE_CHECKING:  # a chat model or a prompt means LangChain's runnables: ~1 s of imports
+    from langchain_core.language_models import BaseLanguageModel
+    from langchain_core.prompts import PromptTemplate
+
 __all__ = [
     "CachingSummarizer",
     "CallableSummarizer",
@@ -38,7 +38,6 @@ __all__ = [
     "ExtractiveSummarizer",
     "StructuredSummarizer",
     "Summarizer",
-    "SummarizerChatModel",
     "build_summarizer",
     "frame_safe",
     "resolve_summarizer",
@@ -217,7 +216,7 @@ def resolve_summarizer(
     llm: Any = None,
     summarizer: Any = None,
     *,
-    prompt: PromptTemplate,
+    prompt: PromptTemplate | None,
     human_prefix: str = "Human",
     ai_prefix: str = "AI",
     structured: bool = False,
@@ -238,9 +237,15 @@ def resolve_summarizer(
         return chosen
     if llm is None:
         return ExtractiveSummarizer(max_tokens=max_tokens, counter=counter)
+    from langchain_core.language_models import BaseLanguageModel
+
+    from adapters.summarizer_model import SummarizerChatModel
+
     if isinstance(llm, SummarizerChatModel):
         return llm.summarizer
     if isinstance(llm, BaseLanguageModel):
+        if prompt is None:
+            raise ConfigError("a chat model summarizer needs the policy's prompt")
         chat = ChatModelSummarizer(llm, prompt, human_prefix=human_prefix, ai_prefix=ai_prefix,
                                    max_tokens=max_tokens)
         return StructuredSummarizer(chat, json_summary=True) if structured else chat
@@ -252,8 +257,10 @@ def build_summarizer(policy: Any, llm: Any = None, summarizer: Any = None, *,
     """The one place a summarizer is built from a policy and an ``llm`` or callable: the
     facade, resummarize, replay and the CLI's ``--model`` all come through here, so one model
     always gets the same prompt, format and cap."""
+    # the prompt only matters to a chat model (reading it builds a PromptTemplate)
+    prompt = policy.prompt if llm is not None and summarizer is None else None
     return resolve_summarizer(
-        llm, summarizer, prompt=policy.prompt, human_prefix=human_prefix, ai_prefix=ai_prefix,
+        llm, summarizer, prompt=prompt, human_prefix=human_prefix, ai_prefix=ai_prefix,
         structured=policy.summary_format == "structured", max_tokens=policy.max_summary_tokens,
         counter=policy.counter)
 
@@ -338,39 +345,6 @@ def run_summarizer(summarizer: Summarizer, summary: str, messages: Sequence[Base
     return run_sync(summarize_steps(summarizer, summary, messages, **kwargs))
 
 
-class SummarizerChatModel(BaseChatModel):
-    """A chat model face for a memshift summarizer.
-
-    The classic class validates ``llm`` as a ``BaseLanguageModel`` and the middleware
-    calls ``model.with_retry``: a plain summarizer is wrapped, never passed as the model.
-    Counting tokens uses the policy's offline counter (never a download).
-    """
-
-    summarizer: Any
-    token_counter: Any = None
-
-    @property
-    def _llm_type(self) -> str:
-        return "memshift-summarizer"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        text = self.summarizer.summarize("", [HumanMessage(content=message_text(messages[-1]))])
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
-
-    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
-        counter: TokenCounter = self.token_counter or count_tokens_cjk
-        return counter(messages)
-
-    def get_num_tokens(self, text: str) -> int:
-        return self.get_num_tokens_from_messages([HumanMessage(content=text)])
-
-
 class CachingSummarizer:
     """Calls the inner summarizer once per distinct input and hands back the same text.
 
@@ -414,3 +388,12 @@ class CachingSummarizer:
                 if len(self.cache) > self.max_entries:
                     self.cache.popitem(last=False)
         return result
+
+
+def __getattr__(name: str) -> Any:
+    # defined on first use: a BaseChatModel subclass brings LangChain's runnables (~1 s)
+    if name == "SummarizerChatModel":
+        from adapters.summarizer_model import SummarizerChatModel
+
+        return SummarizerChatModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

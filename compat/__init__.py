@@ -58,8 +58,6 @@ from adapters.workers import WorkersBusy, set_summarizer_workers  # noqa: E402
 from adapters.diff_classes import DiffClass  # noqa: E402
 from adapters.shadow import Mismatch  # noqa: E402
 
-from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_SUMMARY_PROMPT  # noqa: E402
-
 _MOVED.update({name: getattr(admin, name) for name in (
     "pin", "unpin", "placement", "restore_thread", "resummarize", "summary_history",
     "thread_ids", "iter_thread_ids", "reopen", "open_read_only")})
@@ -140,4 +138,8 @@ def __getattr__(name: str) -> Any:
         from compat._histories import MemshiftChatHistory
 
         return MemshiftChatHistory
+    if name == "STOCK_SUMMARY_PROMPT":  # langchain_classic.memory imports models (~1 s)
+        from langchain_classic.memory.prompt import SUMMARY_PROMPT
+
+        return SUMMARY_PROMPT
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain_core.messages import BaseMessage, get_buffer_string
+from pydantic import AfterValidator
 
 from adapters import MemoryView, ThreadRecord
 from adapters.view import kept_run
@@ -22,10 +23,28 @@ from adapters.summarizer import run_summarizer
 from compat._turns import as_turn, resolve_input, resolve_output
 
 if TYPE_CHECKING:
+    from langchain_core.prompts import BasePromptTemplate
+
     from compat._histories import WindowHistory
     from compat.memory import SummaryMemory
 
-__all__ = ["BufferRenderer", "StockSurface", "Style"]
+__all__ = ["BufferRenderer", "PromptField", "StockSurface", "Style"]
+
+
+def _a_prompt(value: Any) -> Any:
+    """Stock's check of ``prompt=``, made when one is given: importing ``BasePromptTemplate``
+    with the facade would cost every command LangChain's runnables (~1 s)."""
+    from langchain_core.prompts import BasePromptTemplate
+
+    if value is not None and not isinstance(value, BasePromptTemplate):
+        raise ValueError(f"prompt must be a BasePromptTemplate, got {type(value).__name__}")
+    return value
+
+
+if TYPE_CHECKING:
+    PromptField = BasePromptTemplate | None
+else:
+    PromptField = Annotated[Any, AfterValidator(_a_prompt)]
 
 # memory.<name>(...) moved to compat.admin.<name>(memory, ...): registered by compat/__init__.py
 # (this package's facade does not import compat.admin)

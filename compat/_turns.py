@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from langchain_classic.memory.utils import get_prompt_input_key
 
 from langchain_core.messages import (
     AIMessage,
@@ -147,6 +146,9 @@ def resolve_input(
     thread_key: str,
 ) -> Any:
     if input_key is None:
+        # langchain_classic.memory's package imports prompts and models (~1 s): on first use
+        from langchain_classic.memory.utils import get_prompt_input_key
+
         visible = {k: v for k, v in inputs.items() if k != thread_key}
         try:
             input_key = get_prompt_input_key(visible, list(memory_variables))

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import BaseMessage, SystemMessage
-from langchain_core.prompts import BasePromptTemplate
 from pydantic import ConfigDict, Field, PrivateAttr, field_serializer
 
 from adapters import BACKENDS, MemoryPolicy, MemoryView
@@ -27,8 +26,7 @@ from adapters.stores.own_saver import OwnSaver
 from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
 from compat._engines import Runtime, build_engine, open_memory_store, resolve_policy
-from compat._stock import BufferRenderer
-from compat._stock import StockSurface
+from compat._stock import BufferRenderer, PromptField, StockSurface
 from compat._turns import as_messages, as_turn, check_thread_id
 from compat.config import (
     FLAT, LegacyConfig, ShadowConfig, StagedConfig, dump_setting, split_flat,
@@ -73,7 +71,7 @@ class SummaryMemory(StockSurface, BaseMemory):
     return_messages: bool = False
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
-    prompt: BasePromptTemplate | None = None
+    prompt: PromptField = None
     summary_message_cls: type[BaseMessage] = SystemMessage
     max_token_limit: int | None = None
 
@@ -94,7 +92,7 @@ class SummaryMemory(StockSurface, BaseMemory):
             raise ConfigError(f"unknown backend {name!r} (from "
                               f"{'argument' if self.backend else BACKEND_ENV}); "
                               f"use one of {sorted((*BACKENDS, 'shadow', 'staged'))}")
-        check_upstream()
+        check_upstream(classic=name != "middleware")
         rt = self._rt
         rt.policy = resolve_policy(self.policy, self.max_token_limit, self.prompt,
                                    DEFAULT_MAX_TOKEN_LIMIT, self.llm)

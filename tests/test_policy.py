@@ -160,3 +160,32 @@ def test_fold_record_as_dict_equals_asdict_and_shares_nothing() -> None:
             assert record.policy is not None and record.policy["max_tokens"] == 10
     assert out["policy"] is None
     assert nested["extra"]["list"] == [1, 2]
+
+
+@pytest.mark.parametrize("summary_format", ["text", "structured"])
+def test_a_built_in_prompt_is_built_on_first_read_and_versioned_by_its_text(
+        summary_format: str) -> None:
+    """Built-in prompts are known valid: the PromptTemplate (LangChain's runnables, ~1 s of
+    imports) is built when first read, and the version is the text's, built or not."""
+    from langchain_core.prompts import PromptTemplate
+
+    policy = MemoryPolicy(max_tokens=100, summary_format=summary_format)
+    version = policy.prompt_version
+    assert policy._prompt is None  # noqa: SLF001 - what this test is about
+    prompt = policy.prompt
+    assert isinstance(prompt, PromptTemplate) and policy.prompt is prompt
+    assert version == MemoryPolicy(max_tokens=100, summary_format=summary_format,
+                                   summary_prompt=prompt.template).prompt_version
+    assert set(prompt.input_variables) in ({"summary", "new_lines"}, {"messages"})
+
+
+def test_the_facade_still_checks_a_stock_prompt_argument() -> None:
+    from pydantic import ValidationError
+
+    from compat import STOCK_SUMMARY_PROMPT, SummaryMemory
+
+    with pytest.raises(ValidationError, match="BasePromptTemplate"):
+        SummaryMemory(backend="classic", prompt="a plain string")
+    memory = SummaryMemory(backend="classic", prompt=STOCK_SUMMARY_PROMPT)
+    assert memory.active_policy.prompt.template == STOCK_SUMMARY_PROMPT.template
+    memory.close()

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from typing import TYPE_CHECKING
 
-from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from adapters import _upstream
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.backends.classic_state import ClassicWrites, WindowCounts
 from adapters.stores.base import ClassicSnapshot, Tx
-from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView, ThreadRecord, detach
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseLanguageModel
+
     from adapters.backends.classic_memory import PolicySummaryBufferMemory
 
 __all__ = ["ClassicBackend", "ClassicWrites", "WindowCounts"]
@@ -37,15 +39,26 @@ __all__ = ["ClassicBackend", "ClassicWrites", "WindowCounts"]
 class ClassicBackend(MemoryBackend):
     name = "classic"
 
-    def __init__(self, *, llm: BaseLanguageModel | None = None,
+    def __init__(self, *, llm: Any = None,
                  summary_message_cls: type[BaseMessage] = SystemMessage, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summary_message_cls = summary_message_cls
         self._local = threading.local()
         self._counts = WindowCounts(self.policy.count) if self.store.shares_messages and \
             self.policy.additive else None
-        # The stock class validates llm as a BaseLanguageModel; folds never call it.
-        self.llm = llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
+        self._llm = llm
+
+    @cached_property
+    def llm(self) -> BaseLanguageModel:
+        """What the real classic memory is given as ``llm``: the application's model, or a
+        stand-in (the stock class validates ``llm`` as a ``BaseLanguageModel``; folds never
+        call it). Built on first use: a chat model class imports LangChain's runnables."""
+        from langchain_core.language_models import BaseLanguageModel
+
+        from adapters.summarizer_model import SummarizerChatModel
+
+        llm = self._llm
+        return llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
             summarizer=None, token_counter=self.policy.counter)
 
     def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
@@ -54,6 +67,7 @@ class ClassicBackend(MemoryBackend):
         step never awaits, so no two steps share it at once), pointed at each step's state."""
         memory = getattr(self._local, "memory", None)
         if memory is None:
+            _upstream.check_classic_upstream()
             from adapters.backends.classic_memory import PolicySummaryBufferMemory
 
             memory = self._local.memory = PolicySummaryBufferMemory.build(

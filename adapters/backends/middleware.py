@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
@@ -32,7 +31,6 @@ from adapters.backends.middleware_parts import (
 )
 from adapters.errors import MemshiftError, corrupt
 from adapters.stores.base import Tx
-from adapters.summarizer import SummarizerChatModel
 from adapters.view import MemoryView, ThreadRecord
 
 if TYPE_CHECKING:
@@ -50,7 +48,7 @@ __all__ = [
 class MiddlewareBackend(MemoryBackend):
     name = "middleware"
 
-    def __init__(self, *, llm: BaseChatModel | None = None, hooks: AgentHooks | None = None,
+    def __init__(self, *, llm: Any = None, hooks: AgentHooks | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._agent_llm, self._agent_hooks = llm, hooks
@@ -59,7 +57,10 @@ class MiddlewareBackend(MemoryBackend):
     def middleware(self) -> MemshiftSummarizationMiddleware:
         """The real ``SummarizationMiddleware`` subclass this backend folds through."""
         _upstream.check_middleware_upstream()
+        from langchain_core.language_models import BaseChatModel
+
         from adapters.backends.agent_middleware import MemshiftSummarizationMiddleware
+        from adapters.summarizer_model import SummarizerChatModel
 
         llm = self._agent_llm
         model = llm if isinstance(llm, BaseChatModel) else SummarizerChatModel(
