@@ -277,18 +277,17 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
     behind = [t for page in pages(ids.again()) for t in _behind_in(src, target, store, page)
               if t not in settled]
     confirms: dict[str, str] = {}
+    report.forget(behind)
     for thread_id in behind:
-        report.forget(thread_id)
         _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
                      policy_for=policy_for, fingerprint=fingerprint, paged=True,
                      confirms=confirms)
         report.caught_up.append(thread_id)
     _confirm(store, confirms)
-    for thread_id in behind:
-        if _behind(src, target, thread_id):
-            report.changed.append(thread_id)
-            if thread_id in report.verified:
-                report.verified.remove(thread_id)
+    report.changed += [t for t in behind if _behind(src, target, t)]
+    if report.changed:
+        moved = set(report.changed)
+        report.verified = [t for t in report.verified if t not in moved]
 
 
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,

@@ -204,3 +204,27 @@ def test_a_page_read_of_the_source_is_what_reading_each_thread_gives(tmp_path: P
     assert sorted(report.migrated) == ["t0", "t1"] and [t for t, _ in report.failed] == ["t2"]
     target.close()
     source.close()
+
+
+def test_forgetting_caught_up_threads_drops_exactly_their_outcomes() -> None:
+    """The delta pass forgets every caught-up thread in one pass per list (a thread id or
+    many); the other threads' outcomes stay in order."""
+    from compat.migration import ALREADY, MigrationReport
+
+    report = MigrationReport("s", "t")
+    ids = [f"t{i}" for i in range(2_000)]
+    report.migrated = ids[:1_000]
+    report.verified = list(ids)
+    report.rebuilt = ids[:500]
+    report.fingerprinted = ids[1_000:]
+    report.skipped = [(t, ALREADY) for t in ids[1_000:]]
+    report.failed = [("bad", "boom")]
+    report.forget(ids[::2])
+    report.forget("bad")
+    report.forget([])
+    odd = ids[1::2]
+    assert report.verified == odd
+    assert report.migrated == odd[:500] and report.rebuilt == odd[:250]
+    assert report.fingerprinted == odd[500:]
+    assert report.skipped == [(t, ALREADY) for t in odd[500:]] and report.failed == []
+    assert report.total == 1_000
