@@ -134,9 +134,11 @@ def main() -> None:
                   f"{r1:.1f} MB ({r1 - r0:+.1f}), peak {h0:.1f} -> {h1:.1f} MB ({h1 - h0:+.1f})")
     print("first run, each worker's peak RSS (wait4): " +
           ", ".join(f"{p:.1f} MB" for p in first["peaks"]))
+    last = rerun["samples"][-1][2] if rerun["samples"] else []
     print(f"re-run of the finished migration: {rerun['seconds']:.1f} s "
-          f"({first['seconds'] / rerun['seconds']:.1f}x faster), peak RSS " +
-          ", ".join(f"{p:.1f} MB" for p in rerun["peaks"]))
+          f"({first['seconds'] / rerun['seconds']:.1f}x faster), peak RSS (wait4) " +
+          ", ".join(f"{p:.1f} MB" for p in rerun["peaks"]) + "; last sample RSS / peak " +
+          ", ".join(f"{r:.1f} / {h:.1f} MB" for r, h in last))
 
 
 if __name__ == "__main__":

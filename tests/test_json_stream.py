@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -90,3 +91,25 @@ def test_a_failure_while_writing_leaves_no_partial_report_file(tmp_path: Path) -
         Output(json=False, output=str(target), quiet=True).emit({"ids": Items(broken)})
     assert json.loads(target.read_text(encoding="utf-8")) == {"previous": True}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_the_reported_peak_memory_is_the_commands_own_not_a_large_parents(
+        tmp_path: Path) -> None:
+    """``ru_maxrss`` keeps the peak of the image before ``exec``: a command started by a
+    400 MB parent would report 400 MB. ``stats.max_rss_mb`` reads the command's own peak."""
+    import subprocess
+    import sys
+
+    child = ("import resource\nfrom compat.cli._migrate_report import peak_rss_kb\n"
+             "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+             "print(peak_rss_kb(usage), usage.ru_maxrss)")
+    parent = ("import subprocess, sys\nheld = bytearray(400 << 20)\n"
+              "for i in range(0, len(held), 4096):\n    held[i] = 1\n"
+              f"sys.exit(subprocess.run([sys.executable, '-c', {child!r}]).returncode)")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    own_kb, inherited_kb = map(float, out.stdout.split())
+    assert inherited_kb > 400 * 1024  # what ru_maxrss says
+    assert 0 < own_kb < 300 * 1024
