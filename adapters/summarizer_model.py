@@ -7,16 +7,16 @@ re-run of a finished migration — never pays for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from adapters.tokens import TokenCounter, count_tokens_cjk, message_text
 
-__all__ = ["SummarizerChatModel"]
+__all__ = ["SummarizerChatModel", "model_or_stand_in"]
 
 
 class SummarizerChatModel(BaseChatModel):
@@ -50,3 +50,24 @@ class SummarizerChatModel(BaseChatModel):
 
     def get_num_tokens(self, text: str) -> int:
         return self.get_num_tokens_from_messages([HumanMessage(content=text)])
+
+
+@overload
+def model_or_stand_in(llm: Any, counter: TokenCounter, *, chat: Literal[True]) -> BaseChatModel:
+    ...
+
+
+@overload
+def model_or_stand_in(llm: Any, counter: TokenCounter,
+                      *, chat: Literal[False]) -> BaseLanguageModel:
+    ...
+
+
+def model_or_stand_in(llm: Any, counter: TokenCounter, *, chat: bool) -> BaseLanguageModel:
+    """``llm`` when it is a LangChain model (a chat model, with ``chat``), else a stand-in
+    whose token count is ``counter``: the classic class validates ``llm`` as a
+    ``BaseLanguageModel`` and the middleware takes a chat model; folds never call it."""
+    kind = BaseChatModel if chat else BaseLanguageModel
+    if isinstance(llm, kind):
+        return llm
+    return SummarizerChatModel(summarizer=None, token_counter=counter)

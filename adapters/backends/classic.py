@@ -53,13 +53,9 @@ class ClassicBackend(MemoryBackend):
         """What the real classic memory is given as ``llm``: the application's model, or a
         stand-in (the stock class validates ``llm`` as a ``BaseLanguageModel``; folds never
         call it). Built on first use: a chat model class imports LangChain's runnables."""
-        from langchain_core.language_models import BaseLanguageModel
+        from adapters.summarizer_model import model_or_stand_in
 
-        from adapters.summarizer_model import SummarizerChatModel
-
-        llm = self._llm
-        return llm if isinstance(llm, BaseLanguageModel) else SummarizerChatModel(
-            summarizer=None, token_counter=self.policy.counter)
+        return model_or_stand_in(self._llm, self.policy.counter, chat=False)
 
     def memory_for(self, snapshot: ClassicSnapshot, writes: ClassicWrites | None = None,
                    fold: FoldFn | None = None) -> PolicySummaryBufferMemory:

@@ -57,14 +57,10 @@ class MiddlewareBackend(MemoryBackend):
     def middleware(self) -> MemshiftSummarizationMiddleware:
         """The real ``SummarizationMiddleware`` subclass this backend folds through."""
         _upstream.check_middleware_upstream()
-        from langchain_core.language_models import BaseChatModel
-
         from adapters.backends.agent_middleware import MemshiftSummarizationMiddleware
-        from adapters.summarizer_model import SummarizerChatModel
+        from adapters.summarizer_model import model_or_stand_in
 
-        llm = self._agent_llm
-        model = llm if isinstance(llm, BaseChatModel) else SummarizerChatModel(
-            summarizer=None, token_counter=self.policy.counter)
+        model = model_or_stand_in(self._agent_llm, self.policy.counter, chat=True)
         return MemshiftSummarizationMiddleware(self.policy, model, self._agent_hooks)
 
     @cached_property
