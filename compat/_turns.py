@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,

@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,28 +141,27 @@ class Output:
 
         path = Path(self.output) if self.output else None
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial") if path else None
-        sink = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            if path is not None and partial is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                sink = partial.open("w", encoding="utf-8")
-            for batch in _batches(chunks(document)):
-                text = scrub(batch)
-                if self.json:
-                    click.echo(text, nl=False)
+            with partial.open("w", encoding="utf-8") if partial else nullcontext() as sink:
+                for batch in _batches(chunks(document)):
+                    text = scrub(batch)
+                    if self.json:
+                        click.echo(text, nl=False)
+                    if sink is not None:
+                        sink.write(text)
                 if sink is not None:
-                    sink.write(text)
+                    sink.write("\n")
             if self.json:
                 click.echo("")
-            if sink is not None and path is not None and partial is not None:
-                sink.write("\n")
-                sink.close()
-                os.replace(partial, path)
-                self.note(f"report: {path}")
-        finally:
-            if sink is not None and partial is not None:
-                sink.close()
+        except BaseException:
+            if partial is not None:
                 partial.unlink(missing_ok=True)
+            raise
+        if path is not None and partial is not None:
+            os.replace(partial, path)
+            self.note(f"report: {path}")
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -31,12 +31,11 @@ def peak_rss_kb(usage: resource.struct_rusage) -> float:
     reported as the command's own: 801 MB for a 241 MB worker, measured)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return float(usage.ru_maxrss)
+            lines = status.readlines()
+    except OSError:  # no /proc (macOS, BSD): the kernel's figure is the only one
+        return float(usage.ru_maxrss)
+    found = [line.split()[1] for line in lines if line.startswith("VmHWM:")]
+    return float(found[0]) if found else float(usage.ru_maxrss)
 
 
 def close_run(runlog: Any, run_id: str | None, status: str, counts: dict[str, Any],
