@@ -5,9 +5,10 @@ for the prompt's input)."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -140,17 +141,24 @@ def split_turns(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
     return turns
 
 
+@functools.cache
+def _prompt_input_key() -> Callable[[dict[str, Any], list[str]], str]:
+    """Stock's ``get_prompt_input_key``, imported on the first save that needs it (its
+    package imports LangChain's prompts and models, ~1 s) and then held: a function-level
+    import on every save costs ~1-3 us of a ~100 us save."""
+    from langchain_classic.memory.utils import get_prompt_input_key
+
+    return get_prompt_input_key
+
+
 def resolve_input(
     inputs: Mapping[str, Any], *, input_key: str | None, memory_variables: Sequence[str],
     thread_key: str,
 ) -> Any:
     if input_key is None:
-        # langchain_classic.memory's package imports prompts and models (~1 s): on first use
-        from langchain_classic.memory.utils import get_prompt_input_key
-
         visible = {k: v for k, v in inputs.items() if k != thread_key}
         try:
-            input_key = get_prompt_input_key(visible, list(memory_variables))
+            input_key = _prompt_input_key()(visible, list(memory_variables))
         except ValueError as exc:
             raise InputKeyError(f"{exc}; set input_key= to choose one") from exc
     if input_key not in inputs:
