@@ -284,10 +284,9 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
                      confirms=confirms)
         report.caught_up.append(thread_id)
     _confirm(store, confirms)
-    report.changed += [t for t in behind if _behind(src, target, t)]
+    report.changed.extend(t for t in behind if _behind(src, target, t))
     if report.changed:
-        moved = set(report.changed)
-        report.verified = [t for t in report.verified if t not in moved]
+        report.verified.drop(set(report.changed))
 
 
 def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemory | None,
@@ -313,7 +312,7 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
             return "skipped"
         record = found.record
         if found.note:
-            report.notes[thread_id] = found.note
+            report.notes.add(thread_id, found.note)
         policy = policy_for(thread_id)
         if found.rebuild and target is not None:
             record = rebuild_record(target, record.thread_id, record.transcript, policy)

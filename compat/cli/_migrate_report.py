@@ -7,6 +7,7 @@ from typing import Any
 
 from compat.cli._common import Output, show_url
 from compat.cli._jsonstream import Items
+from compat.migrating.ids import Outcomes, ThreadIds
 from compat.migration import ALREADY, NOT_FOUND, MigrationReport
 
 __all__ = ["close_run", "migrate_document", "print_migration", "run_stats"]
@@ -99,7 +100,7 @@ def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,
                  "the source after their last copy: not verified; re-run to copy them")
     for tid, reason in report.failed:
         out.line(f"  FAILED {tid!r}: {reason}")
-    for note in sorted(set(report.notes.values())):
+    for note in report.notes.distinct():
         out.line(f"  note: {note}")
     if run_id:
         out.line(f"run {run_id} logged in the target (see: memshift history --store "
@@ -120,19 +121,24 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
         "counts": report.counts(),
         "skipped_by_reason": report.skipped_by_reason(),
         "threads": {
-            "migrated": report.migrated,
+            "migrated": _ids(report.migrated),
             "skipped": _outcomes(report.skipped),
             "failed": _outcomes(report.failed),
-            "rebuilt": report.rebuilt,
-            "changed": report.changed,
-            "caught_up": report.caught_up,
+            "rebuilt": _ids(report.rebuilt),
+            "changed": _ids(report.changed),
+            "caught_up": _ids(report.caught_up),
         },
-        "notes": sorted(set(report.notes.values())),
+        "notes": report.notes.distinct(),
         "stats": run_stats(out, report.total),
     }
 
 
-def _outcomes(pairs: list[tuple[str, str]]) -> Items:
+def _ids(threads: ThreadIds) -> Items:
+    """A report's thread list, decoded as it is written."""
+    return Items(lambda: iter(threads))
+
+
+def _outcomes(pairs: Outcomes) -> Items:
     """``{"thread_id", "reason"}`` objects made as they are written, not a dict per thread
     held beside the report (about 18 MB over 100,000 skipped threads)."""
     return Items(lambda: ({"thread_id": t, "reason": r} for t, r in pairs))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar, overload
 
-__all__ = ["ALREADY", "ATTEMPTS", "CHANGED", "MigrationReport", "NOT_FOUND", "TARGET_NEWER"]
+from compat.migrating.ids import IdTable, Notes, Outcomes, ThreadIds
+
+__all__ = ["ALREADY", "ATTEMPTS", "CHANGED", "MigrationReport", "NOT_FOUND", "TARGET_NEWER",
+           "ThreadIds"]
 
 ALREADY = "already migrated (identical)"
 NOT_FOUND = "not found in the source"
@@ -15,23 +17,64 @@ CHANGED = "changed during migration"
 ATTEMPTS = 3  # compare-and-set rounds against a target that is being written
 
 
-@dataclass
-class MigrationReport:
-    """What happened to each thread. ``ok`` is false when anything failed."""
+L = TypeVar("L", ThreadIds, Outcomes)
 
-    source: str
-    target: str
-    dry_run: bool = False
-    migrated: list[str] = field(default_factory=list)  # written (dry run: would be written)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    verified: list[str] = field(default_factory=list)  # re-read and identical to the source
-    rebuilt: list[str] = field(default_factory=list)  # migrated with a summary rebuilt from history
-    changed: list[str] = field(default_factory=list)  # the source moved on after the last copy
-    caught_up: list[str] = field(default_factory=list)  # re-copied by the delta pass
+
+class _Field(Generic[L]):
+    """A report's per-thread list: assigning any iterable stores it compactly."""
+
+    def __init__(self, kind: Callable[[IdTable, Any], L]) -> None:
+        self.kind: Callable[[IdTable, Any], L] = kind
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, report: None, owner: type | None = None) -> _Field[L]: ...
+    @overload
+    def __get__(self, report: MigrationReport, owner: type | None = None) -> L: ...
+
+    def __get__(self, report: MigrationReport | None,
+                owner: type | None = None) -> L | _Field[L]:
+        return self if report is None else report.__dict__[self.name]
+
+    def __set__(self, report: MigrationReport, values: Iterable[Any]) -> None:
+        report.__dict__[self.name] = self.kind(report.ids, values)
+
+
+class MigrationReport:
+    """What happened to each thread. ``ok`` is false when anything failed.
+
+    The per-thread lists read like lists (``len``, iteration, ``in``, ``==``, ``append``)
+    and are stored compactly (``compat.migrating.ids``): a run's memory stays flat in the
+    number of threads it reports on."""
+
+    migrated = _Field(ThreadIds)  # written (dry run: would be written)
+    skipped = _Field(Outcomes)
+    failed = _Field(Outcomes)
+    verified = _Field(ThreadIds)  # re-read and identical to the source
+    rebuilt = _Field(ThreadIds)  # migrated with a summary rebuilt from history
+    changed = _Field(ThreadIds)  # the source moved on after the last copy
+    caught_up = _Field(ThreadIds)  # re-copied by the delta pass
     # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
-    fingerprinted: list[str] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)
+    fingerprinted = _Field(ThreadIds)
+
+    def __init__(self, source: str, target: str, dry_run: bool = False, *,
+                 migrated: Iterable[str] = (), skipped: Iterable[tuple[str, str]] = (),
+                 failed: Iterable[tuple[str, str]] = (), verified: Iterable[str] = (),
+                 rebuilt: Iterable[str] = (), changed: Iterable[str] = (),
+                 caught_up: Iterable[str] = (), fingerprinted: Iterable[str] = (),
+                 notes: Mapping[str, str] | None = None) -> None:
+        self.source, self.target, self.dry_run = source, target, dry_run
+        self.ids = IdTable()
+        self.migrated, self.skipped, self.failed = migrated, skipped, failed
+        self.verified, self.rebuilt, self.changed = verified, rebuilt, changed
+        self.caught_up, self.fingerprinted = caught_up, fingerprinted
+        self.notes = Notes(self.ids, notes)
+
+    def __repr__(self) -> str:
+        return (f"MigrationReport(source={self.source!r}, target={self.target!r}, "
+                f"dry_run={self.dry_run}, counts={self.counts()})")
 
     @property
     def ok(self) -> bool:
@@ -43,12 +86,9 @@ class MigrationReport:
         list for all of them, not one per thread (10,000 caught-up threads of a 100,000-thread
         run would otherwise cost ~10^9 comparisons)."""
         gone = {thread_ids} if isinstance(thread_ids, str) else set(thread_ids)
-        if not gone:
-            return
-        for name in ("migrated", "verified", "rebuilt", "fingerprinted"):
-            setattr(self, name, [t for t in getattr(self, name) if t not in gone])
-        self.skipped = [(t, r) for t, r in self.skipped if t not in gone]
-        self.failed = [(t, r) for t, r in self.failed if t not in gone]
+        for kept in (self.migrated, self.verified, self.rebuilt, self.fingerprinted,
+                     self.skipped, self.failed, self.notes):
+            kept.drop(gone)
 
     @property
     def total(self) -> int:
@@ -66,7 +106,7 @@ class MigrationReport:
                 len(self.fingerprinted)}
 
     def skipped_by_reason(self) -> dict[str, int]:
-        return dict(Counter(reason for _, reason in self.skipped))
+        return self.skipped.by_reason()
 
     def summary_rows(self) -> list[tuple[str, int]]:
         return [("migrated" if not self.dry_run else "would migrate", len(self.migrated)),
