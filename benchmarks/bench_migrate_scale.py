@@ -9,6 +9,7 @@ gives the growth from 10,000 threads to the end; each process's own peak comes f
 when ``MEMSHIFT_BENCH_PG_DSN`` is set (a fresh database, dropped afterwards), else SQLite.
 
     python benchmarks/bench_migrate_scale.py [--threads 100000] [--shards 1] [--at 10000]
+        [--samples FILE.csv]
 """
 
 from __future__ import annotations
@@ -89,6 +90,16 @@ def run(source: str, target: str, shards: int, every: float) -> dict[str, Any]:
             "peaks": [peaks[p.pid] for p in procs]}
 
 
+def write_samples(path: Path, samples: list[tuple[float, int, list[tuple[float, float]]]]
+                  ) -> None:
+    """seconds, threads held, then RSS and peak MB of each live worker, one row a sample."""
+    with path.open("w", encoding="ascii") as out:
+        out.write("seconds,threads_held,worker_rss_and_peak_mb\n")
+        for seconds, count, rss in samples:
+            cells = ",".join(f"{r:.1f},{h:.1f}" for r, h in rss)
+            out.write(f"{seconds:.1f},{count},{cells}\n")
+
+
 def at(samples: list[tuple[float, int, list[tuple[float, float]]]], threads: int) -> Any:
     """The first sample taken when the target held at least ``threads`` threads."""
     return next((s for s in samples if s[1] >= threads), None)
@@ -101,6 +112,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--at", type=int, default=10_000, help="compare memory from here")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument("--samples", type=Path, metavar="CSV",
+                        help="write every sample of the first run here (for a plot)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -121,6 +134,8 @@ def main() -> None:
                 from bench_storage import drop_pg_db
 
                 drop_pg_db(dsn, target)
+    if args.samples:
+        write_samples(args.samples, first["samples"])
     print(f"first run: {first['seconds']:.0f} s, {60 * args.threads / first['seconds']:.0f} "
           f"threads/min, target holds {done} threads")
     print(f"{'threads held':>13}{'seconds':>9}  worker RSS / peak MB")
