@@ -228,3 +228,57 @@ def test_forgetting_caught_up_threads_drops_exactly_their_outcomes() -> None:
     assert report.fingerprinted == odd[500:]
     assert report.skipped == [(t, ALREADY) for t in odd[500:]] and report.failed == []
     assert report.total == 1_000
+
+
+class _Source:
+    """A source that records its reads; ``bad`` threads make any read naming them fail."""
+
+    def __init__(self, threads: list[str], bad: tuple[str, ...] = ()) -> None:
+        self.threads, self.bad = set(threads), set(bad)
+        self.many: list[list[str]] = []
+        self.single: list[str] = []
+
+    def read_many(self, ids: list[str]) -> dict[str, str]:
+        self.many.append(list(ids))
+        if self.bad & set(ids):
+            raise ValueError("a row that does not decode")
+        return {t: f"record {t}" for t in ids if t in self.threads}
+
+    def read(self, thread_id: str) -> str | None:
+        self.single.append(thread_id)
+        if thread_id in self.bad:
+            raise ValueError("a row that does not decode")
+        return f"record {thread_id}" if thread_id in self.threads else None
+
+
+def test_a_page_is_read_a_chunk_at_a_time_as_the_run_reaches_it() -> None:
+    """A page's source threads are decoded a chunk per query, not all at once (the burst of
+    a whole page's messages fragments the worker's memory); each thread is handed out once,
+    a thread the source lacks is None, and nothing is read twice."""
+    from compat.migrating.pages import read_page
+
+    page = [f"t{i}" for i in range(23)]
+    src = _Source(page[:-1])  # the last thread is not in the source
+    read = read_page(src, page, chunk=10)
+    assert src.many == []  # nothing read before the run asks
+    assert read("t0") == "record t0" and src.many == [page[:10]]
+    assert [read(t) for t in page[1:]] == [f"record {t}" for t in page[1:-1]] + [None]
+    assert src.many == [page[:10], page[10:20], page[20:]] and src.single == []
+    assert read("t3") == "record t3" and src.single == ["t3"]  # asked again: read afresh
+    assert read("elsewhere") is None and src.single == ["t3", "elsewhere"]
+
+
+def test_a_chunk_that_fails_to_read_is_read_thread_by_thread() -> None:
+    """One row that does not decode fails only its own thread: its chunk is read thread by
+    thread, the other chunks still a chunk at a time."""
+    from compat.migrating.pages import read_page
+
+    page = [f"t{i}" for i in range(6)]
+    src = _Source(page, bad=("t4",))
+    read = read_page(src, page, chunk=3)
+    assert [read(t) for t in page[:3]] == [f"record {t}" for t in page[:3]]
+    assert read("t3") == "record t3"
+    with pytest.raises(ValueError, match="does not decode"):
+        read("t4")
+    assert read("t5") == "record t5"
+    assert src.many == [page[:3], page[3:]] and src.single == ["t3", "t4", "t5"]

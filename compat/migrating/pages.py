@@ -24,6 +24,7 @@ from adapters.stores.marks import stamp_backend
 __all__ = ["PageCheck", "behind_page", "check_page", "page_store", "pages", "read_page"]
 
 PAGE = 500
+CHUNK = 50  # source threads decoded at once
 
 
 def pages(ids: Iterable[str], size: int = PAGE) -> Iterator[list[str]]:
@@ -90,16 +91,49 @@ def behind_page(src: Any, store: Any, page: list[str]) -> list[str] | None:
             have[t][1] != (tails[t].last_id if t in tails else None)]
 
 
-def read_page(src: Any, page: list[str]) -> Any:
-    """The page's source threads in one read where the source can (``read_many``), else its
-    ``read``: a callable ``thread_id -> SourceThread | None``. A page read that fails (one
-    row that does not decode) falls back to reading thread by thread, so only that thread
-    fails."""
+def read_page(src: Any, page: list[str], chunk: int = CHUNK) -> Any:
+    """The page's source threads read a ``chunk`` at a time where the source can
+    (``read_many``), else its ``read``: a callable ``thread_id -> SourceThread | None``."""
     read_many = getattr(src, "read_many", None)  # an optional capability of a source
     if read_many is None or not page:
         return src.read
-    try:
-        found = read_many(page)
-    except Exception:
-        return src.read
-    return found.get
+    return _PageReader(src.read, read_many, page, chunk)
+
+
+class _PageReader:
+    """A page's threads, read ``chunk`` threads per query as the run reaches them, each
+    handed out once (then dropped).
+
+    Not the whole page in one read: 500 threads' decoded messages (~10 MB of small objects,
+    freed a page later) were the burst that, interleaved with the run's long-lived objects,
+    left the interpreter's memory arenas pinned and the worker's RSS ratcheting up with the
+    number of threads. A chunk whose read fails (one row that does not decode) is read
+    thread by thread, so only that thread fails; a thread asked for again, or not on the
+    page, is read on its own."""
+
+    def __init__(self, read: Any, read_many: Any, page: list[str], chunk: int) -> None:
+        self.read, self.read_many, self.chunk = read, read_many, max(1, chunk)
+        self.page, self.next = page, 0  # page[next:] is not read yet
+        self.found: dict[str, Any] = {}
+        self.covered: set[str] = set()  # read (or tried), not handed out yet
+        self.alone: set[str] = set()  # in a chunk whose read failed
+
+    def __call__(self, thread_id: str) -> Any:
+        while thread_id not in self.covered and self.next < len(self.page):
+            self._read_next()
+        if thread_id not in self.covered:  # asked again, or not on the page
+            return self.read(thread_id)
+        self.covered.discard(thread_id)
+        if thread_id in self.alone:
+            self.alone.discard(thread_id)
+            return self.read(thread_id)
+        return self.found.pop(thread_id, None)
+
+    def _read_next(self) -> None:
+        ids = self.page[self.next:self.next + self.chunk]
+        self.next += len(ids)
+        self.covered.update(ids)
+        try:
+            self.found.update(self.read_many(ids))
+        except Exception:
+            self.alone.update(ids)
