@@ -5,6 +5,7 @@ statement, PostgreSQL reads send no BEGIN/COMMIT."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -423,3 +424,34 @@ def test_kept_run_finds_the_same_objects_after_a_turn_a_fold_or_a_replacement() 
     assert kept_run((a, b, c, d), [a, b, e, d]) == (0, 2)  # replaced from the third on
     assert kept_run((a, b), [HumanMessage("a"), b]) == (0, 0)  # equal is not the same object
     assert kept_run((a, b, c), [c]) == (2, 1) and kept_run((a, b), [a]) == (0, 1)
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.type)
+def test_a_row_decoded_again_equals_a_fresh_decode_and_shares_nothing(message: Any) -> None:
+    """A stored row is decoded once and handed out as copies: each equals what decoding
+    the text gives, and mutating one changes neither the next nor the kept one."""
+    from langchain_core.messages import messages_from_dict
+
+    from adapters.stores.schema import dump_message, load_message
+
+    raw = dump_message(message)
+    fresh = messages_from_dict([json.loads(raw)])[0]
+    first, second = load_message(raw), load_message(raw)
+    assert first == fresh and second == fresh and first is not second
+    first.content = "tampered"
+    for value in first.__dict__.values():
+        if isinstance(value, dict):
+            value["new"] = 1
+        elif isinstance(value, list):
+            value.append("new")
+    assert load_message(raw) == fresh and second == fresh
+
+
+def test_a_corrupt_row_is_named_every_time_it_is_read() -> None:
+    """A row that does not decode is never kept: every read raises the precise error."""
+    from adapters.errors import CorruptDataError
+    from adapters.stores.schema import load_message
+
+    for _ in range(2):
+        with pytest.raises(CorruptDataError, match="memshift_window"):
+            load_message('{"type": "human"', "t1", "memshift_window", 7)

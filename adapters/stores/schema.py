@@ -23,6 +23,7 @@ from sqlalchemy import (
 
 from adapters.errors import corrupt
 from adapters.stores.base import Placement
+from adapters.view import detach
 
 __all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "ERASE_FOLDS",
            "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
@@ -103,13 +104,30 @@ def dump_message(message: BaseMessage) -> str:
     return json.dumps(message_to_dict(message), ensure_ascii=False)
 
 
+DECODED_SIZE = 2048  # rows decoded lately, by their stored text
+_decoded: dict[str, BaseMessage] = {}
+
+
 def load_message(raw: str, thread_id: str | None = None, table: str = "memshift_transcript",
                  row: object = None) -> BaseMessage:
-    """A stored message; a row that does not decode is a ``CorruptDataError`` naming it."""
+    """A stored message; a row that does not decode is a ``CorruptDataError`` naming it.
+
+    Every load and save reads the thread's window again, so the same rows are decoded turn
+    after turn (JSON, then pydantic validation of each message). The text decodes to the same
+    message every time, so a decoded row is kept by its text and handed out as a copy that
+    shares nothing (``detach``)."""
+    held = _decoded.get(raw) if type(raw) is str else None
+    if held is not None:
+        return detach(held)
     try:
-        return messages_from_dict([json.loads(raw)])[0]
+        message = messages_from_dict([json.loads(raw)])[0]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise corrupt(thread_id, table, row, exc) from None
+    if len(_decoded) >= DECODED_SIZE:
+        _decoded.clear()  # a bound, not an LRU: a miss costs one decode
+    if type(raw) is str:
+        _decoded[raw] = message
+    return detach(message)
 
 
 def load_record(raw: str, thread_id: str | None, row: object) -> dict[str, Any]:
