@@ -436,7 +436,7 @@ def test_a_row_decoded_again_equals_a_fresh_decode_and_shares_nothing(message: A
 
     raw = dump_message(message)
     fresh = messages_from_dict([json.loads(raw)])[0]
-    first, second = load_message(raw), load_message(raw)
+    first, second = load_message(raw, keep=True), load_message(raw, keep=True)
     assert first == fresh and second == fresh and first is not second
     first.content = "tampered"
     for value in first.__dict__.values():
@@ -444,7 +444,27 @@ def test_a_row_decoded_again_equals_a_fresh_decode_and_shares_nothing(message: A
             value["new"] = 1
         elif isinstance(value, list):
             value.append("new")
-    assert load_message(raw) == fresh and second == fresh
+    assert load_message(raw, keep=True) == fresh and second == fresh
+
+
+def test_only_window_rows_of_bounded_size_are_kept_and_an_erasure_drops_them(
+        tmp_path: Any) -> None:
+    """Transcript reads and long rows are decoded every time (they would only crowd the
+    bound); an erased thread leaves no decoded text behind."""
+    from adapters.stores import schema
+
+    schema.forget_decoded()
+    short, long = HumanMessage("short", id="s1"), HumanMessage("x" * 9_000, id="l1")
+    schema.load_message(schema.dump_message(short))
+    schema.load_message(schema.dump_message(long), keep=True)
+    assert schema._decoded == {}
+    memory = SummaryMemory(store=f"sqlite:///{tmp_path}/m.db", backend="classic")
+    memory.save("t1", "remember the password swordfish", "noted")
+    memory.load("t1")
+    assert any("swordfish" in raw for raw in schema._decoded)
+    memory.forget("t1")
+    assert not any("swordfish" in raw for raw in schema._decoded)
+    memory.close()
 
 
 def test_a_corrupt_row_is_named_every_time_it_is_read() -> None:
@@ -454,4 +474,4 @@ def test_a_corrupt_row_is_named_every_time_it_is_read() -> None:
 
     for _ in range(2):
         with pytest.raises(CorruptDataError, match="memshift_window"):
-            load_message('{"type": "human"', "t1", "memshift_window", 7)
+            load_message('{"type": "human"', "t1", "memshift_window", 7, keep=True)

@@ -265,7 +265,10 @@ def test_a_page_is_read_a_chunk_at_a_time_as_the_run_reaches_it() -> None:
     assert [read(t) for t in page[1:]] == [f"record {t}" for t in page[1:-1]] + [None]
     assert src.many == [page[:10], page[10:20], page[20:]] and src.single == []
     assert read("t3") == "record t3" and src.single == ["t3"]  # asked again: read afresh
-    assert read("elsewhere") is None and src.single == ["t3", "elsewhere"]
+    again = read_page(src, page, chunk=10)
+    assert again("t0") == "record t0" and again("t0") == "record t0"
+    assert src.many[3:] == [page[:10]]  # asked twice: not a read of the rest of the page
+    assert read("elsewhere") is None and src.single == ["t3", "t0", "elsewhere"]
 
 
 def test_a_chunk_that_fails_to_read_is_read_thread_by_thread() -> None:

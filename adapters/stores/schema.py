@@ -28,7 +28,7 @@ from adapters.view import detach
 __all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "ERASE_FOLDS",
            "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
            "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
-           "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
+           "forget_decoded", "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
 
@@ -104,30 +104,44 @@ def dump_message(message: BaseMessage) -> str:
     return json.dumps(message_to_dict(message), ensure_ascii=False)
 
 
-DECODED_SIZE = 2048  # rows decoded lately, by their stored text
+DECODED_CHARS = 2_000_000  # stored text of the rows kept decoded, at most
+DECODED_ROW = 8_192  # a longer row is decoded every time (it would crowd out the rest)
 _decoded: dict[str, BaseMessage] = {}
+_decoded_chars = 0
 
 
 def load_message(raw: str, thread_id: str | None = None, table: str = "memshift_transcript",
-                 row: object = None) -> BaseMessage:
+                 row: object = None, *, keep: bool = False) -> BaseMessage:
     """A stored message; a row that does not decode is a ``CorruptDataError`` naming it.
 
-    Every load and save reads the thread's window again, so the same rows are decoded turn
-    after turn (JSON, then pydantic validation of each message). The text decodes to the same
-    message every time, so a decoded row is kept by its text and handed out as a copy that
-    shares nothing (``detach``)."""
-    held = _decoded.get(raw) if type(raw) is str else None
+    ``keep``: a window row. Every load and save reads the thread's window again, so the
+    same rows are decoded turn after turn (JSON, then pydantic validation of each message).
+    The text decodes to the same message every time, so a window row is kept decoded by its
+    text (bounded by ``DECODED_CHARS``) and handed out as a copy that shares nothing
+    (``detach``). Transcript reads (exports, migrations) do not repeat, so are not kept."""
+    global _decoded_chars
+    cacheable = keep and type(raw) is str and len(raw) <= DECODED_ROW
+    held = _decoded.get(raw) if cacheable else None
     if held is not None:
         return detach(held)
     try:
         message = messages_from_dict([json.loads(raw)])[0]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise corrupt(thread_id, table, row, exc) from None
-    if len(_decoded) >= DECODED_SIZE:
-        _decoded.clear()  # a bound, not an LRU: a miss costs one decode
-    if type(raw) is str:
-        _decoded[raw] = message
+    if not cacheable:
+        return message
+    if _decoded_chars + len(raw) > DECODED_CHARS:
+        forget_decoded()  # a bound, not an LRU: a miss costs one decode
+    _decoded[raw] = message
+    _decoded_chars += len(raw)
     return detach(message)
+
+
+def forget_decoded() -> None:
+    """Drop every kept row (an erasure leaves no decoded text of the thread in memory)."""
+    global _decoded_chars
+    _decoded.clear()
+    _decoded_chars = 0
 
 
 def load_record(raw: str, thread_id: str | None, row: object) -> dict[str, Any]:

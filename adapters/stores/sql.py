@@ -30,8 +30,8 @@ from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
     COUNT_TRANSCRIPT, DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, ERASE_FOLDS, ERASE_PLACEMENT,
     ERASE_TRANSCRIPT, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
-    READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, load_message,
-    load_placement, load_record, metadata, placement_table, transcript_table,
+    READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, forget_decoded,
+    load_message, load_placement, load_record, metadata, placement_table, transcript_table,
 )
 from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn
 from adapters.stores.url import scrub as scrub_password, scrub_cause
@@ -55,7 +55,8 @@ class SqlClassic(ClassicState):
         window = [r for r in rows if r[0] == 1]
         tid = tx.thread_id
         return ClassicSnapshot(summary, folds,
-                               [load_message(r[1], tid, "memshift_window", r[2]) for r in window],
+                               [load_message(r[1], tid, "memshift_window", r[2], keep=True)
+                                for r in window],
                                [r[2] for r in window])
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
@@ -74,6 +75,7 @@ class SqlClassic(ClassicState):
         self.store.upsert_classic(tx, summary, folds)
 
     def clear(self, tx: Tx) -> None:
+        forget_decoded()
         self.store.send(tx, DELETE_WINDOW, {"tid": tx.thread_id})
         self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
 
@@ -307,6 +309,7 @@ class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
         """``Store.erase`` in SQL: memshift's rows and LangGraph's checkpoint tables, in the
         thread's transaction (``_before_erase``: SQLite zeroes what it deletes)."""
         self._before_erase(tx)
+        forget_decoded()
         (count,) = self.fetch(tx, COUNT_TRANSCRIPT, {"tid": tx.thread_id})[0]
         for stmt in (ERASE_TRANSCRIPT, ERASE_FOLDS, *((ERASE_PLACEMENT,) if placement else ())):
             self.send(tx, stmt, {"tid": tx.thread_id})

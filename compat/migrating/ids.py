@@ -12,6 +12,7 @@ a thread. The lists still read, compare and append like the ``list`` they replac
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import overload
@@ -19,36 +20,56 @@ from typing import overload
 __all__ = ["IdTable", "Notes", "Outcomes", "ThreadIds"]
 
 
-def _encode(thread_id: str) -> bytes:
-    if not isinstance(thread_id, str):
-        raise TypeError(f"a thread id is a str, not {type(thread_id).__name__}")
-    return thread_id.encode("utf-8", "surrogatepass")
-
-
 class IdTable:
     """The threads a report names, each registered once per outcome it starts (a thread the
-    delta pass copies again is registered again: the buffer only grows)."""
+    delta pass copies again is registered again: the buffer only grows). An id that is not
+    a ``str`` (a caller's mistake the run reports as a failed thread) is kept as it is."""
 
-    __slots__ = ("_blob", "_ends", "_last")
+    __slots__ = ("_blob", "_ends", "_last", "_others")
 
     def __init__(self) -> None:
         self._blob = bytearray()
         self._ends = array("Q")
-        self._last: str | None = None
+        self._last: object = None
+        self._others: dict[int, object] = {}  # ordinal -> an id that is not a str
 
     def ordinal(self, thread_id: str) -> int:
         """The ordinal of ``thread_id``: the newest one when it is the thread just
         registered (one thread's outcomes are recorded together), else a new one."""
-        if thread_id == self._last and self._ends:
+        if self._ends and thread_id is self._last or (
+                type(thread_id) is str and thread_id == self._last):
             return len(self._ends) - 1
-        self._blob += _encode(thread_id)
+        if isinstance(thread_id, str):
+            self._blob += thread_id.encode("utf-8", "surrogatepass")
+        else:
+            self._others[len(self._ends)] = thread_id
         self._ends.append(len(self._blob))
         self._last = thread_id
         return len(self._ends) - 1
 
     def __getitem__(self, ordinal: int) -> str:
+        if self._others and ordinal in self._others:
+            return self._others[ordinal]  # type: ignore[return-value]
         start = self._ends[ordinal - 1] if ordinal else 0
         return self._blob[start:self._ends[ordinal]].decode("utf-8", "surrogatepass")
+
+    def find(self, thread_id: object) -> list[int]:
+        """Every ordinal registered for ``thread_id`` (a search of the buffer, not a decode
+        of each id)."""
+        found = [o for o, other in self._others.items() if other == thread_id]
+        if not isinstance(thread_id, str):
+            return found
+        needle, ends, blob = thread_id.encode("utf-8", "surrogatepass"), self._ends, self._blob
+        if not needle:  # the empty id: zero-length entries that are not other objects
+            return found + [o for o in range(len(ends)) if o not in self._others and
+                            ends[o] == (ends[o - 1] if o else 0)]
+        pos = blob.find(needle)
+        while pos != -1:
+            o = bisect_right(ends, pos)  # the entry holding byte ``pos``
+            if (ends[o - 1] if o else 0) == pos and ends[o] == pos + len(needle):
+                found.append(o)
+            pos = blob.find(needle, pos + 1)
+        return found
 
     def nbytes(self) -> int:
         return len(self._blob) + self._ends.itemsize * len(self._ends)
@@ -114,6 +135,10 @@ class ThreadIds(_Ordinals, Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         ids = self._ids
         return (ids[o] for o in self._ords)
+
+    def __contains__(self, thread_id: object) -> bool:
+        ords = self._ords
+        return any(o in ords for o in self._ids.find(thread_id))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (ThreadIds, list, tuple)):
@@ -195,14 +220,15 @@ class Outcomes(_Ordinals, Sequence[tuple[str, str]]):
 
 class Notes(Mapping[str, str]):
     """Thread id -> the note its source gave (for example "summary rebuilt from history"),
-    held as one ordinal list per distinct note: the report prints each note once. A thread
-    is noted once per outcome (``MigrationReport.forget`` drops its note with the rest)."""
+    held as one ordinal list per distinct note: the report prints each note once. Looking a
+    thread up builds a dict once (until the next ``add`` or ``drop``); ``distinct`` does not."""
 
-    __slots__ = ("_by_note", "_ids")
+    __slots__ = ("_by_note", "_ids", "_index")
 
     def __init__(self, ids: IdTable, values: Mapping[str, str] | None = None) -> None:
         self._ids = ids
         self._by_note: dict[str, ThreadIds] = {}
+        self._index: dict[str, str] | None = None
         for thread_id, note in (values or {}).items():
             self.add(thread_id, note)
 
@@ -210,19 +236,21 @@ class Notes(Mapping[str, str]):
         if not isinstance(note, str):
             raise TypeError(f"a note is a str, not {type(note).__name__}")
         self._by_note.setdefault(note, ThreadIds(self._ids)).append(thread_id)
+        self._index = None
+
+    def _lookup(self) -> dict[str, str]:
+        if self._index is None:
+            self._index = {t: note for note, threads in self._by_note.items() for t in threads}
+        return self._index
 
     def __getitem__(self, thread_id: str) -> str:
-        for note, threads in self._by_note.items():
-            if thread_id in threads:
-                return note
-        raise KeyError(thread_id)
+        return self._lookup()[thread_id]
 
     def __iter__(self) -> Iterator[str]:
-        for threads in self._by_note.values():
-            yield from threads
+        return iter(self._lookup())
 
     def __len__(self) -> int:
-        return sum(len(t) for t in self._by_note.values())
+        return len(self._lookup())
 
     def distinct(self) -> list[str]:
         """The notes given, each once, sorted."""
@@ -231,6 +259,7 @@ class Notes(Mapping[str, str]):
     def drop(self, gone: set[str]) -> None:
         for threads in self._by_note.values():
             threads.drop(gone)
+        self._index = None
 
     def __repr__(self) -> str:
-        return repr(dict(self.items()))
+        return repr(self._lookup())

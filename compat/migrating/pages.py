@@ -116,13 +116,16 @@ class _PageReader:
         self.page, self.next = page, 0  # page[next:] is not read yet
         self.found: dict[str, Any] = {}
         self.covered: set[str] = set()  # read (or tried), not handed out yet
+        self.handed: set[str] = set()  # handed out already
         self.alone: set[str] = set()  # in a chunk whose read failed
 
     def __call__(self, thread_id: str) -> Any:
-        while thread_id not in self.covered and self.next < len(self.page):
+        while thread_id not in self.covered and thread_id not in self.handed and \
+                self.next < len(self.page):
             self._read_next()
         if thread_id not in self.covered:  # asked again, or not on the page
             return self.read(thread_id)
+        self.handed.add(thread_id)
         self.covered.discard(thread_id)
         if thread_id in self.alone:
             self.alone.discard(thread_id)

@@ -17,11 +17,12 @@ CHANGED = "changed during migration"
 ATTEMPTS = 3  # compare-and-set rounds against a target that is being written
 
 
-L = TypeVar("L", ThreadIds, Outcomes)
+L = TypeVar("L", ThreadIds, Outcomes, Notes)
 
 
 class _Field(Generic[L]):
-    """A report's per-thread list: assigning any iterable stores it compactly."""
+    """A report's per-thread list (or notes): assigning any iterable (mapping) stores it
+    compactly."""
 
     def __init__(self, kind: Callable[[IdTable, Any], L]) -> None:
         self.kind: Callable[[IdTable, Any], L] = kind
@@ -42,6 +43,10 @@ class _Field(Generic[L]):
         report.__dict__[self.name] = self.kind(report.ids, values)
 
 
+_COMPARED = ("source", "target", "dry_run", "migrated", "skipped", "failed", "verified",
+             "rebuilt", "changed", "caught_up", "fingerprinted", "notes")
+
+
 class MigrationReport:
     """What happened to each thread. ``ok`` is false when anything failed.
 
@@ -58,6 +63,7 @@ class MigrationReport:
     caught_up = _Field(ThreadIds)  # re-copied by the delta pass
     # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
     fingerprinted = _Field(ThreadIds)
+    notes = _Field(Notes)  # thread -> its source's note
 
     def __init__(self, source: str, target: str, dry_run: bool = False, *,
                  migrated: Iterable[str] = (), skipped: Iterable[tuple[str, str]] = (),
@@ -70,7 +76,14 @@ class MigrationReport:
         self.migrated, self.skipped, self.failed = migrated, skipped, failed
         self.verified, self.rebuilt, self.changed = verified, rebuilt, changed
         self.caught_up, self.fingerprinted = caught_up, fingerprinted
-        self.notes = Notes(self.ids, notes)
+        self.notes = notes or {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MigrationReport):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
     def __repr__(self) -> str:
         return (f"MigrationReport(source={self.source!r}, target={self.target!r}, "
