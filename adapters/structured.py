@@ -76,7 +76,8 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-@functools.lru_cache(maxsize=65_536)  # a summary's items come back with every fold
+@functools.lru_cache(maxsize=8_192)  # a summary's items come back with every fold (the
+# bound: see adapters.extractive._norm)
 def item_line(key: str, value: str) -> str:
     """One item as :func:`render` writes it."""
     key = _one_line(key).replace(":", " ")
