@@ -71,9 +71,6 @@ class IdTable:
             pos = blob.find(needle, pos + 1)
         return found
 
-    def nbytes(self) -> int:
-        return len(self._blob) + self._ends.itemsize * len(self._ends)
-
 
 class _Ordinals:
     """What the outcome lists share: ordinals into one table, filtered in one pass."""
@@ -96,9 +93,6 @@ class _Ordinals:
         """Remove every entry whose thread is in ``gone`` (order kept)."""
         if gone:
             self.keep(self._ids[o] not in gone for o in self._ords)
-
-    def nbytes(self) -> int:
-        return self._ords.itemsize * len(self._ords)
 
 
 class ThreadIds(_Ordinals, Sequence[str]):
@@ -213,9 +207,6 @@ class Outcomes(_Ordinals, Sequence[tuple[str, str]]):
 
     def __repr__(self) -> str:
         return repr(list(self))
-
-    def nbytes(self) -> int:
-        return super().nbytes() + self._codes.itemsize * len(self._codes)
 
 
 class Notes(Mapping[str, str]):
