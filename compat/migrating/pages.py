@@ -112,8 +112,8 @@ class _PageReader:
     page, is read on its own."""
 
     def __init__(self, read: Any, read_many: Any, page: list[str], chunk: int) -> None:
-        self.read, self.read_many, self.chunk = read, read_many, max(1, chunk)
-        self.page, self.next = page, 0  # page[next:] is not read yet
+        self.read, self.read_many = read, read_many
+        self.chunks: Iterator[list[str]] | None = pages(page, max(1, chunk))  # None: all read
         self.found: dict[str, Any] = {}
         self.covered: set[str] = set()  # read (or tried), not handed out yet
         self.handed: set[str] = set()  # handed out already
@@ -121,7 +121,7 @@ class _PageReader:
 
     def __call__(self, thread_id: str) -> Any:
         while thread_id not in self.covered and thread_id not in self.handed and \
-                self.next < len(self.page):
+                self.chunks is not None:
             self._read_next()
         if thread_id not in self.covered:  # asked again, or not on the page
             return self.read(thread_id)
@@ -133,8 +133,11 @@ class _PageReader:
         return self.found.pop(thread_id, None)
 
     def _read_next(self) -> None:
-        ids = self.page[self.next:self.next + self.chunk]
-        self.next += len(ids)
+        assert self.chunks is not None
+        ids = next(self.chunks, None)
+        if ids is None:
+            self.chunks = None
+            return
         self.covered.update(ids)
         try:
             self.found.update(self.read_many(ids))
