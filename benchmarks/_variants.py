@@ -227,11 +227,15 @@ PAIRS = [("memshift classic", "stock classic"), ("memshift middleware", "stock m
 class Statements:
     """Counts what the drivers send: ``n`` statements (sqlite3's trace; psycopg's execute,
     executemany rows, the BEGIN psycopg sends by itself before a COMMIT, and every statement
-    of a memshift batch) and, for PostgreSQL, ``trips``: round trips to the server."""
+    of a memshift batch) and, for PostgreSQL, ``trips``: round trips to the server. In
+    psycopg's pipeline mode (``PostgresSaver.put`` and ``put_writes`` use it) the statements
+    travel together: their trip is the pipeline's sync. Checked against a proxy that delays
+    every packet (BENCHMARKS.md, 2026-12-03 evening)."""
 
     def __init__(self) -> None:
         self.n = 0
         self.trips = 0
+        self._piped = False  # pipeline-mode statements sent since the pipeline's last sync
         self._patched: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> Statements:
@@ -250,13 +254,19 @@ class Statements:
 
         def execute(real: Any, cur: Any, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(cur, psycopg.ClientCursor):  # a batch counts its own
-                self.n, self.trips = self.n + 1, self.trips + 1
+                self.n += 1
+                self._trip(cur)
             return real(cur, *args, **kwargs)
 
         def executemany(real: Any, cur: Any, query: Any, rows: Any, **kwargs: Any) -> Any:
             rows = list(rows)
-            self.n, self.trips = self.n + len(rows), self.trips + 1  # pipelined by psycopg
+            self.n += len(rows)
+            self._trip(cur)  # the rows are pipelined by psycopg: one trip
             return real(cur, query, rows, **kwargs)
+
+        def sync(real: Any, pipeline: Any, *args: Any) -> Any:
+            self.trips, self._piped = self.trips + self._piped, False
+            return real(pipeline, *args)
 
         def commit(real: Any, conn: Any) -> Any:
             if conn.info.transaction_status != 0:  # IDLE: nothing is sent
@@ -273,9 +283,18 @@ class Statements:
         for owner, name, hook in ((psycopg.Cursor, "execute", execute),
                                   (psycopg.Cursor, "executemany", executemany),
                                   (psycopg.Connection, "commit", commit),
-                                  (Batch, "flush", flush)):
+                                  (Batch, "flush", flush),
+                                  (psycopg.Pipeline, "sync", sync),
+                                  (psycopg.Pipeline, "__exit__", sync)):
             self._patch(owner, name, self._hooked(getattr(owner, name), hook))
         return self
+
+    def _trip(self, cur: Any) -> None:
+        """A round trip now, or (pipeline mode) at the pipeline's next sync."""
+        if cur.connection.pgconn.pipeline_status:
+            self._piped = True
+        else:
+            self.trips += 1
 
     def _one(self, _statement: str) -> None:
         self.n += 1

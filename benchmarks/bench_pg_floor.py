@@ -1,0 +1,237 @@
+"""Where a PostgreSQL save+load's time goes: each layer as a ratio to the raw-driver floor, in one run.
+
+The raw floor (``_variants.raw``: one autocommit insert, one select) does none of what a
+memshift turn must: no transaction, no lock, no placement record, no summary. This script
+puts the layers between the two side by side, each measured in the same run, interleaved:
+
+classic
+  raw driver         the floor (2 round trips)
+  memshift SQL       memshift classic's own statements for a save+load, captured from a warm
+                     thread and replayed through bare psycopg: the contract's SQL with none of
+                     memshift's Python (3 round trips: the save's read comes back before the
+                     real class decides its write; the write and COMMIT; the load)
+  memshift SQL, 2    the same statements with the save in one message (2 round trips): what
+                     a save would cost if nothing ran between its read and its write
+  memshift classic   ``save_context`` + ``load_memory_variables``
+middleware
+  raw driver
+  saver put+get      ``PostgresSaver.put`` + ``get_tuple`` of a growing 40-message checkpoint
+  graph update+get   the calls memshift's middleware backend makes on the real graph
+                     (``get_state``, ``update_state``, ``get_state``) on a bare PostgresSaver
+  memshift middleware ``save`` + ``load``
+
+    MEMSHIFT_BENCH_PG_DSN=postgresql://... python benchmarks/bench_pg_floor.py [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from _variants import (  # noqa: E402
+    CONTENDERS, WORDS, WORKLOADS, Made, Workload, statements_per_op,
+)
+from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
+
+from adapters.stores.url import lock_key  # noqa: E402
+from compat.testing.conversations import filler_turn  # noqa: E402
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PLACEHOLDER = "capturedthread00"  # as long as the benchmark's thread ids
+
+
+def captured_sql(url: str, work: Workload) -> list[str]:
+    """The messages memshift classic sends for one steady-state save+load (turn 6 of a
+    thread), as psycopg sent them (parameters already adapted by psycopg)."""
+    import psycopg
+
+    sent: list[str] = []
+    real = psycopg.ClientCursor.execute
+
+    def execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query)
+        return real(cur, query, *args, **kwargs)
+    op, close = CONTENDERS["memshift classic"](url, work)
+    try:
+        for i in range(5):
+            op(_PLACEHOLDER, i)
+        psycopg.ClientCursor.execute = execute  # type: ignore[method-assign]
+        try:
+            op(_PLACEHOLDER, 5)
+        finally:
+            psycopg.ClientCursor.execute = real  # type: ignore[method-assign]
+    finally:
+        close()
+    return sent
+
+
+def replay(messages_of: Callable[[list[str]], list[str]]) -> Callable[[str, Workload], Made]:
+    """A contender that sends memshift's captured statements for ``thread``: its own thread
+    id, lock key and fresh message ids (so every replay inserts, as a real turn does)."""
+    def make(url: str, work: Workload) -> Made:
+        import psycopg
+
+        key = str(lock_key(_PLACEHOLDER))
+        holes = re.compile(f"({_PLACEHOLDER}|{key}|{_UUID.pattern})")
+        # each message cut at its thread ids, lock keys and message ids, once
+        parts = [holes.split(sql) for sql in messages_of(captured_sql(url, work))]
+        conn = psycopg.connect(url, autocommit=True)
+        cur = psycopg.ClientCursor(conn)
+
+        def op(thread: str, i: int) -> None:
+            tid = thread.ljust(len(_PLACEHOLDER), "_")[:len(_PLACEHOLDER)]
+            fill = {_PLACEHOLDER: tid, key: str(lock_key(tid))}
+            for pieces in parts:
+                cur.execute("".join(
+                    p if n % 2 == 0 else fill.setdefault(p, str(uuid.uuid4()))
+                    for n, p in enumerate(pieces)))
+                while True:
+                    if cur.description is not None:
+                        cur.fetchall()
+                    if not cur.nextset():
+                        break
+        return op, conn.close
+    return make
+
+
+def _pool(url: str) -> Any:
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True, "prepare_threshold": 0,
+                                                   "row_factory": dict_row})
+
+
+def saver_put_get(url: str, work: Workload) -> Made:
+    """The checkpointer alone: ``put`` of the thread's messages, then ``get_tuple``."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    pool = _pool(url)
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    threads: dict[str, list[Any]] = {}
+
+    def op(thread: str, i: int) -> None:
+        human, ai = filler_turn(thread, i, WORDS)
+        messages = threads.setdefault(thread, [])
+        messages += [HumanMessage(human), AIMessage(ai)]
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        version = f"{i + 1:032}.0"
+        checkpoint["channel_values"] = {"messages": list(messages)}
+        checkpoint["channel_versions"] = {"messages": version}
+        saver.put(config, checkpoint, {"step": i}, {"messages": version})  # type: ignore[typeddict-item]
+        saver.get_tuple(config)
+    return op, pool.close
+
+
+def graph_update_get(url: str, work: Workload) -> Made:
+    """memshift middleware's LangGraph calls on a bare PostgresSaver: no placement, lock,
+    transaction or middleware of memshift's."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from adapters.backends.agent_middleware import FOLD_NODE, fold_graph
+
+    pool = _pool(url)
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    graph = fold_graph().copy({"checkpointer": saver})
+
+    def op(thread: str, i: int) -> None:
+        config: Any = {"configurable": {"thread_id": thread}}
+        human, ai = filler_turn(thread, i, WORDS)
+        graph.get_state(config)
+        graph.update_state(config, {"messages": [HumanMessage(human), AIMessage(ai)]},
+                           as_node=FOLD_NODE)
+        graph.get_state(config)
+    return op, pool.close
+
+
+# layer -> (make, round trips per save+load: by construction for a replay, else None: counted
+# on the client as bench_throughput counts them)
+TABLES: dict[str, dict[str, tuple[Callable[[str, Workload], Made], int | None]]] = {
+    "classic": {
+        "raw driver": (CONTENDERS["raw driver"], 2),
+        "memshift SQL": (replay(lambda sent: sent), 3),
+        "memshift SQL, 2 trips": (replay(lambda sent: ["; ".join(sent[:-1]), sent[-1]]), 2),
+        "memshift classic": (CONTENDERS["memshift classic"], None),
+    },
+    "middleware": {
+        "raw driver": (CONTENDERS["raw driver"], 2),
+        "saver put+get": (saver_put_get, None),
+        "graph update+get": (graph_update_get, None),
+        "memshift middleware": (CONTENDERS["memshift middleware"], None),
+    },
+}
+
+
+def run(dsn: str, table: str, reps: int, conversations: int, turns: int) -> None:
+    """One table: wall and client CPU per save+load, medians of ``reps`` interleaved reps."""
+    work = WORKLOADS["rare"]  # the replay does not fold, so neither may the real contender
+    contenders = TABLES[table]
+    urls = {name: new_pg_db(dsn) for name in contenders}
+    trips = {name: known if known is not None else statements_per_op(make, urls[name], work)[1]
+             for name, (make, known) in contenders.items()}
+    made = {name: make(urls[name], work) for name, (make, _) in contenders.items()}
+    wall: dict[str, list[float]] = {n: [] for n in contenders}
+    cpu: dict[str, list[float]] = {n: [] for n in contenders}
+    try:
+        for rep in range(reps):
+            for name, (op, _close) in made.items():
+                r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                for c in range(conversations):
+                    for i in range(turns):
+                        op(f"r{rep}c{c}", i)
+                seconds, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+                n = conversations * turns
+                wall[name].append(seconds / n * 1e6)
+                cpu[name].append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n * 1e6)
+    finally:
+        for _op, close in made.values():
+            close()
+        for url in urls.values():
+            drop_pg_db(dsn, url)
+    floor = statistics.median(wall["raw driver"])
+    print(f"\n{table}: µs per save+load (median of {reps}, {conversations} conversations of "
+          f"{turns} turns, 1 thread); client CPU is this process's")
+    print(f"{'layer':<24}{'trips':>7}{'wall':>9}{'cpu':>9}{'raw/this':>10}")
+    for name in contenders:
+        w = statistics.median(wall[name])
+        print(f"{name:<24}{trips[name]:>7.1f}{w:>9.0f}{statistics.median(cpu[name]):>9.0f}{floor / w:>10.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--conversations", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    args = parser.parse_args()
+    dsn = os.environ.get("MEMSHIFT_BENCH_PG_DSN")
+    if not dsn:
+        sys.exit("set MEMSHIFT_BENCH_PG_DSN to a PostgreSQL server (a database per layer is "
+                 "created and dropped)")
+    print(f"{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    for table in args.tables:
+        run(dsn, table, args.reps, args.conversations, args.turns)
+
+
+if __name__ == "__main__":
+    main()
