@@ -43,10 +43,6 @@ class _Field(Generic[L]):
         report.__dict__[self.name] = self.kind(report.ids, values)
 
 
-_COMPARED = ("source", "target", "dry_run", "migrated", "skipped", "failed", "verified",
-             "rebuilt", "changed", "caught_up", "fingerprinted", "notes")
-
-
 class MigrationReport:
     """What happened to each thread. ``ok`` is false when anything failed.
 
@@ -81,7 +77,8 @@ class MigrationReport:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MigrationReport):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED)
+        return all(getattr(self, name) == getattr(other, name)
+                   for name in ("source", "target", "dry_run", *_FIELDS))
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
@@ -126,3 +123,7 @@ class MigrationReport:
                 ("skipped", len(self.skipped)), ("failed", len(self.failed)),
                 ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt)),
                 ("changed during migration", len(self.changed))]
+
+
+# the per-thread fields, as declared (``__eq__`` compares them all)
+_FIELDS = tuple(name for name, value in vars(MigrationReport).items() if isinstance(value, _Field))
