@@ -36,8 +36,8 @@ class IdTable:
     def ordinal(self, thread_id: str) -> int:
         """The ordinal of ``thread_id``: the newest one when it is the thread just
         registered (one thread's outcomes are recorded together), else a new one."""
-        if self._ends and thread_id is self._last or (
-                type(thread_id) is str and thread_id == self._last):
+        if self._ends and (thread_id is self._last or
+                           (type(thread_id) is str and thread_id == self._last)):
             return len(self._ends) - 1
         if isinstance(thread_id, str):
             self._blob += thread_id.encode("utf-8", "surrogatepass")
