@@ -24,8 +24,8 @@ from adapters.backends.middleware import split_summary
 from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
 
-__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "memshift", "run_workers",
-           "stock_classic", "stock_graph"]
+__all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "memshift",
+           "postgres_saver", "run_workers", "stock_classic", "stock_graph"]
 
 warnings.filterwarnings("ignore")
 Op = Callable[[str, int], None]
@@ -136,6 +136,20 @@ def stock_graph(saver: Any, work: Workload) -> Any:
     return builder.compile(checkpointer=saver)
 
 
+def postgres_saver(url: str) -> tuple[Any, Callable[[], None]]:
+    """A ``PostgresSaver`` on a connection pool, set up as LangGraph's docs build one, and
+    what closes it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(url, max_size=8, kwargs={"autocommit": True, "prepare_threshold": 0,
+                                                   "row_factory": dict_row})
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    return saver, pool.close
+
+
 def stock_middleware(url: str, work: Workload) -> Made:
     close: Callable[[], None]
     if url == "memory":
@@ -150,18 +164,10 @@ def stock_middleware(url: str, work: Workload) -> Made:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         saver = SqliteSaver(conn)
+        saver.setup()
         close = conn.close
     else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import ConnectionPool
-
-        pool = ConnectionPool(url, max_size=8, kwargs={"autocommit": True, "prepare_threshold": 0,
-                                                       "row_factory": dict_row})
-        saver = PostgresSaver(pool)  # type: ignore[arg-type]
-        close = pool.close
-    if hasattr(saver, "setup"):
-        saver.setup()
+        saver, close = postgres_saver(url)
     graph = stock_graph(saver, work)
 
     def op(thread: str, i: int) -> None:

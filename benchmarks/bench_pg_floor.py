@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from _variants import (  # noqa: E402
-    CONTENDERS, WORDS, WORKLOADS, Made, Workload, statements_per_op,
+    CONTENDERS, WORDS, WORKLOADS, Made, Workload, postgres_saver, statements_per_op,
 )
 from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 
@@ -107,23 +107,12 @@ def replay(messages_of: Callable[[list[str]], list[str]]) -> Callable[[str, Work
     return make
 
 
-def _pool(url: str) -> Any:
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
-
-    return ConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True, "prepare_threshold": 0,
-                                                   "row_factory": dict_row})
-
-
 def saver_put_get(url: str, work: Workload) -> Made:
     """The checkpointer alone: ``put`` of the thread's messages, then ``get_tuple``."""
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.base import empty_checkpoint
-    from langgraph.checkpoint.postgres import PostgresSaver
 
-    pool = _pool(url)
-    saver = PostgresSaver(pool)  # type: ignore[arg-type]
-    saver.setup()
+    saver, close = postgres_saver(url)
     threads: dict[str, list[Any]] = {}
 
     def op(thread: str, i: int) -> None:
@@ -137,20 +126,17 @@ def saver_put_get(url: str, work: Workload) -> Made:
         checkpoint["channel_versions"] = {"messages": version}
         saver.put(config, checkpoint, {"step": i}, {"messages": version})  # type: ignore[typeddict-item]
         saver.get_tuple(config)
-    return op, pool.close
+    return op, close
 
 
 def graph_update_get(url: str, work: Workload) -> Made:
     """memshift middleware's LangGraph calls on a bare PostgresSaver: no placement, lock,
     transaction or middleware of memshift's."""
     from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.checkpoint.postgres import PostgresSaver
 
     from adapters.backends.agent_middleware import FOLD_NODE, fold_graph
 
-    pool = _pool(url)
-    saver = PostgresSaver(pool)  # type: ignore[arg-type]
-    saver.setup()
+    saver, close = postgres_saver(url)
     graph = fold_graph().copy({"checkpointer": saver})
 
     def op(thread: str, i: int) -> None:
@@ -160,7 +146,7 @@ def graph_update_get(url: str, work: Workload) -> Made:
         graph.update_state(config, {"messages": [HumanMessage(human), AIMessage(ai)]},
                            as_node=FOLD_NODE)
         graph.get_state(config)
-    return op, pool.close
+    return op, close
 
 
 # layer -> (make, round trips per save+load: by construction for a replay, else None: counted
