@@ -8,6 +8,8 @@ clauses keep working.
 
 from __future__ import annotations
 
+from adapters.secrets import scrub
+
 __all__ = [
     "MemshiftError",
     "ConfigError",
@@ -27,7 +29,18 @@ __all__ = [
 
 
 class MemshiftError(Exception):
-    """Root of every error memshift raises on purpose."""
+    """Root of every error memshift raises on purpose. A message that quotes a URL or a
+    ``password=`` pair shows it redacted, whichever code built the message: the last line of
+    defence behind the stores' own redaction (``adapters.secrets``)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(_redacted(a) for a in args))
+
+
+def _redacted(arg: object) -> object:
+    if not isinstance(arg, str) or ("://" not in arg and "=" not in arg):
+        return arg
+    return scrub(arg)
 
 
 class ConfigError(MemshiftError, ValueError):

@@ -22,8 +22,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from adapters.errors import StoreError
 
-__all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE",
-           "pending_sql", "read_status", "refuse_newer", "require_current", "upgrade"]
+__all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE", "contradictions",
+           "pending_sql", "read_status", "refuse_contradicted", "refuse_newer",
+           "require_current", "upgrade"]
 
 logger = logging.getLogger("memshift.schema")
 
@@ -47,6 +48,29 @@ _CREATE_VERSIONS = ("CREATE TABLE IF NOT EXISTS memshift_schema (version INTEGER
 #   2  + memshift_folds (fold records); memshift_window ids 64-bit
 #   3  + memshift_placement (which backend serves a thread)
 #   4  + memshift_placement.pinned; versions recorded in memshift_schema
+
+
+# The tables and columns each version implies (frozen, like the steps: never today's
+# metadata), so that a store whose tables contradict the version it records is caught at open.
+_IMPLIED: dict[int, dict[str, tuple[str, ...]]] = {
+    1: {"memshift_transcript": ("id", "thread_id", "message_id", "message"),
+        "memshift_window": ("id", "session_id", "message"),
+        "memshift_classic": ("thread_id", "summary", "folds")},
+    2: {"memshift_folds": ("id", "thread_id", "record")},
+    3: {"memshift_placement": ("thread_id", "backend", "version", "since")},
+    4: {"memshift_placement": ("pinned",)},
+}
+_REPAIRABLE_COLUMNS = {("memshift_placement", "pinned")}  # a step adds them to a kept table
+
+
+def implied(version: int) -> dict[str, list[str]]:
+    """Table -> columns that schema ``version`` holds."""
+    out: dict[str, list[str]] = {}
+    for v in sorted(_IMPLIED):
+        if v <= version:
+            for table, columns in _IMPLIED[v].items():
+                out.setdefault(table, []).extend(columns)
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,17 +156,25 @@ class SchemaStatus:
 
     @property
     def current(self) -> bool:
-        return self.version == CURRENT and self.recorded
+        return self.version == CURRENT and self.recorded and not self.contradicted
+
+    @property
+    def contradicted(self) -> list[str]:
+        """What the recorded version implies and the tables lack (see :func:`contradictions`)."""
+        return contradictions(self)
 
     def describe(self) -> str:
         if self.version == 0:
             return "no memshift tables"
         how = "recorded" if self.recorded else "inferred: written before versions were recorded"
-        return f"schema version {self.version} ({how})"
+        missing = self.contradicted
+        return f"schema version {self.version} ({how})" + (
+            f", contradicted by its tables: {', '.join(missing)}" if missing else "")
 
     def as_dict(self) -> dict[str, Any]:
         return {"version": self.version, "current": CURRENT, "recorded": self.recorded,
                 "written_by": self.written_by, "up_to_date": self.current,
+                "contradicted_by": self.contradicted,
                 "pending": [{"version": v, "step": n} for v, n, _ in _plan(self)],
                 "history": self.history}
 
@@ -159,6 +191,65 @@ def _catalog(conn: Connection) -> Catalog:
         )).scalar()
         narrow = kind == "integer"
     return Catalog(tables, columns, narrow)
+
+
+def contradictions(status: SchemaStatus) -> list[str]:
+    """What a *recorded* version implies and the store's tables lack: ``table`` (missing),
+    ``table.column`` (missing), or a PostgreSQL window id still 32-bit. Read from the catalog
+    the open has already read: no statement of its own. (An inferred version is what the
+    tables show, so nothing contradicts it; a newer memshift's is refused anyway.)"""
+    cat = status.catalog
+    if not status.recorded or status.newer or cat is None:
+        return []
+    out: list[str] = []
+    for table, columns in implied(status.version).items():
+        if table not in cat.tables:
+            out.append(f"{table} (table missing)")
+            continue
+        out += [f"{table}.{c} (column missing)" for c in columns if c not in cat.columns[table]]
+    if status.version >= 2 and cat.window_id_32bit:
+        out.append("memshift_window.id (32-bit, version 2 made it 64-bit)")
+    return out
+
+
+def _repairable(status: SchemaStatus) -> bool:
+    """Only whole tables and the columns a step adds can be created again; a column dropped
+    from a kept table took its rows' values with it."""
+    cat = status.catalog
+    assert cat is not None
+    return all(table not in cat.tables or (table, column) in _REPAIRABLE_COLUMNS
+               or column in cat.columns[table]
+               for table, columns in implied(status.version).items() for column in columns)
+
+
+def _repair_sql(status: SchemaStatus) -> list[str]:
+    """What re-creates what a contradicted store lacks (idempotent): its missing tables (with
+    their indexes), the columns steps add, 64-bit window ids."""
+    cat = status.catalog
+    assert cat is not None
+    missing = {t for t in implied(status.version) if t not in cat.tables}
+    out = [s for s in _create_all_sql(status.dialect)
+           if any(f" {t} " in s + " " or f" {t}(" in s for t in missing)]
+    out += _v4(status.dialect, cat) if "memshift_placement" not in missing else []
+    if cat.window_id_32bit:
+        out += [s for s in _v2(status.dialect, cat) if s.startswith("ALTER")]
+    return out
+
+
+def refuse_contradicted(status: SchemaStatus, shown: str) -> None:
+    """A store whose tables contradict the version it records is not opened as if healthy:
+    its first query would fail later with a raw driver error (or, worse, write half a turn)."""
+    missing = status.contradicted
+    if not missing:
+        return
+    fix = ("`memshift schema upgrade --store URL` creates the missing tables and columns "
+           "again (empty: restore their rows from a backup)" if _repairable(status) else
+           "restore the store from a backup: a column dropped from a table took its values "
+           "with it, and no upgrade can bring them back")
+    raise StoreError(
+        f"{shown} records memshift schema version {status.version}, but its tables contradict "
+        f"it: {', '.join(missing)}. Nothing was read or written. Run `memshift doctor --store "
+        f"URL` to see what is affected; then {fix}")
 
 
 def _infer(cat: Catalog) -> int:
@@ -206,6 +297,11 @@ def _plan(status: SchemaStatus) -> list[tuple[int, str, list[str]]]:
     store, else the pending steps, or only the version record for a current unrecorded one."""
     if status.newer or status.current:
         return []
+    if status.contradicted:
+        if not _repairable(status):
+            return []
+        return [(status.version, "re-create what the tables lacked: "
+                 + ", ".join(status.contradicted), _repair_sql(status))]
     if status.version == 0:
         return [(CURRENT, "create memshift's tables", _create_all_sql(status.dialect))]
     assert status.catalog is not None
@@ -247,13 +343,17 @@ def pending_sql(status: SchemaStatus) -> str:
     return "\n".join(lines)
 
 
-def upgrade(engine: Engine, shown: str) -> list[str]:
+def upgrade(engine: Engine, shown: str, *, repair: bool = False) -> list[str]:
     """Bring the store to ``CURRENT`` (the caller holds the setup lock): each step in one
     transaction with its record, each logged; an empty store is created whole the same way.
-    Returns the steps applied (none when it was current)."""
+    Returns the steps applied (none when it was current). A store whose tables contradict
+    its recorded version is refused, unless ``repair`` (``memshift schema upgrade``): then
+    what can be created again is."""
     with engine.connect() as conn:
         status = read_status(conn)
     refuse_newer(status, shown)
+    if not repair or not _repairable(status):
+        refuse_contradicted(status, shown)
     applied = []
     for version, name, statements in _plan(status):
         with engine.begin() as conn:
@@ -280,6 +380,7 @@ def require_current(conn: Connection, shown: str) -> SchemaStatus:
     """``create_schema=False``: no DDL, and a store that is not at ``CURRENT`` is refused."""
     status = read_status(conn)
     refuse_newer(status, shown)
+    refuse_contradicted(status, shown)
     if status.version == 0:
         raise StoreError(f"{shown} has no memshift tables and create_schema=False: create "
                          f"them with `memshift schema upgrade --store URL` (or review the DDL "

@@ -35,7 +35,10 @@ _USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)([^@\s]+)(@)", re.I)
 
 
 def remember_secret(url: str) -> None:
-    """Note a URL's password so that no output path can print it, whatever a driver echoes."""
+    """Note a URL's password so that no output path can print it, whatever a driver echoes:
+    every spelling and every piece of it a parser could cut out (``secret_forms``)."""
+    from adapters.stores.url import secret_forms
+
     match = _USERINFO.search(url)
     candidates = {match.group(2)} if match else set()
     try:
@@ -44,7 +47,8 @@ def remember_secret(url: str) -> None:
         password = None
     if password:
         candidates |= {password, unquote(password)}
-    _SECRETS.update(c for c in candidates if len(c) >= 4)  # shorter: too many false hits
+    candidates |= set(secret_forms(url))
+    _SECRETS.update(c for c in candidates if len(c) >= 3)  # shorter: too many false hits
 
 
 def scrub(text: str) -> str:

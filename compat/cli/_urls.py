@@ -12,7 +12,7 @@ import re
 from urllib.parse import urlsplit
 
 from adapters.errors import ConfigError
-from adapters.stores.url import kind_of, sqlite_path
+from adapters.stores.url import kind_of, sqlite_path, url_problem
 from compat.cli._common import show_url
 
 __all__ = ["SQLITE_FORM", "POSTGRES_FORM", "check_url", "kind_of", "sqlite_path"]
@@ -21,6 +21,7 @@ SQLITE_FORM = "sqlite:///path/to/file.db"
 POSTGRES_FORM = "postgresql://user@host/db"
 _FORMS = f"{SQLITE_FORM} or {POSTGRES_FORM}"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: not C:\\
+_CONNINFO = re.compile(r"(?:^|\s)[A-Za-z_]+\s*=")  # libpq's host=... dbname=... form
 _EXTRAS = {
     "sqlite": (("sqlalchemy", "langgraph.checkpoint.sqlite", "aiosqlite"), "sqlite"),
     "postgresql": (("psycopg", "psycopg_pool", "sqlalchemy", "langgraph.checkpoint.postgres"),
@@ -39,6 +40,11 @@ def check_url(url: str, option: str, *, must_exist: bool) -> str:
         return url
     match = _SCHEME.match(url)
     scheme = match.group(1).lower() if match else ""
+    if not scheme and _CONNINFO.search(url):  # never echoed: its password may hold spaces
+        raise ConfigError(f"{option} looks like a libpq key=value connection string (not "
+                          f"shown: it may hold a password); memshift takes a URL: "
+                          f"{POSTGRES_FORM}, the password percent-encoded "
+                          "(urllib.parse.quote(password, safe=''))")
     if not scheme:
         raise ConfigError(f"{option} {shown!r} is a file path, not a store URL: write "
                           f"{_sqlite_for(url)} (the form is {SQLITE_FORM}; four slashes for an "
@@ -47,6 +53,9 @@ def check_url(url: str, option: str, *, must_exist: bool) -> str:
         hint = " (MySQL is not supported)" if scheme.startswith(("mysql", "mariadb")) else ""
         raise ConfigError(f"{option} {shown!r}: unsupported store scheme {scheme!r}{hint}; a "
                           f"store URL is {_FORMS}")
+    problem = url_problem(url)
+    if problem is not None:  # a driver would quote (a piece of) the password back
+        raise ConfigError(f"{option} {shown!r}: {problem}")
     _check_options(url, option, shown)
     if scheme == "sqlite":
         return _check_sqlite(url, option, shown, must_exist)
