@@ -11,21 +11,23 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adapters.errors import ConfigError
+from compat.codemod._files import Unsafe, read_file, walk, write_file
 from compat.codemod._names import accepted_keywords
+from compat.codemod._scan import NEEDLES, mentions, scan, split_lines
 
-__all__ = ["CodemodReport", "FileResult", "Finding", "Rewrite", "accepted_keywords",
-           "codemod_source", "require_libcst", "run_codemod"]
+__all__ = ["DEFAULT_MAX_BYTES", "CodemodReport", "FileResult", "Finding", "Rewrite",
+           "accepted_keywords", "codemod_source", "require_libcst", "run_codemod"]
 
 INSTALL = "pip install 'memshift[codemod]'"
-# folders a repository walk never enters
-_SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox",
-              ".nox", "site-packages", "build", "dist", ".mypy_cache", ".ruff_cache"}
+# a larger file that names the class is skipped and reported: a generated or vendored file
+# must not stall a repository's run (``--max-bytes`` raises it)
+DEFAULT_MAX_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class CodemodReport:
     write: bool
     files: list[FileResult] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # paths --write replaced
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def skip(self, path: Path, reason: str) -> None:
+        """A file not read, or not written, and why (reported on stderr and in --json)."""
+        self.skipped.append({"path": str(path), "reason": reason})
 
     changed = property(lambda self: [f for f in self.files if f.changed])
     rewrites = property(lambda self: [r for f in self.files for r in f.rewrites])
@@ -93,8 +101,9 @@ class CodemodReport:
                 "files_scanned": len(self.files),
                 "files_changed": [f.path for f in self.changed],
                 "rewrites": [asdict(r) for r in self.rewrites],
+                "files_written": self.written,
                 "findings": [asdict(n) for n in self.findings],
-                "skipped": self.skipped}
+                "skipped": self.skipped, "max_bytes": self.max_bytes}
 
 
 def require_libcst() -> None:
@@ -106,74 +115,100 @@ def require_libcst() -> None:
 
 
 def codemod_source(source: str, path: str = "<string>") -> FileResult:
-    """One file's text rewritten, with its findings; a file that does not parse is returned
-    unchanged with a ``syntax-error`` finding."""
+    """One file's text rewritten, with its findings. A file that names neither the class nor
+    its modules is returned as it is without being parsed (most of a repository); a file
+    that does not parse is returned unchanged with a ``syntax-error`` finding."""
     require_libcst()
-    import libcst as cst
-
-    from compat.codemod._findings import find
-    from compat.codemod._rewrite import rewrite
-
     result = FileResult(path, source, source)
+    if not mentions(source):
+        return result
+    from compat.codemod._findings import find
+    from compat.codemod._parts import PartSyntaxError, rewrite_parts
+
     try:
-        ast.parse(source, filename=path)  # Python's own message and position
-        tree = cst.parse_module(source)
+        tree = ast.parse(source, filename=path)  # Python's own message and position
     except SyntaxError as exc:
         result.findings.append(Finding(path, exc.lineno or 1, exc.offset or 1, "syntax-error",
                                        f"not parsed, not touched: {exc.msg}"))
         return result
-    except cst.ParserSyntaxError as exc:
-        result.findings.append(Finding(path, exc.editor_line, exc.editor_column,
-                                       "syntax-error", "LibCST cannot parse it; not touched: "
-                                       + exc.message))
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
+        result.findings.append(Finding(path, 1, 1, "syntax-error",
+                                       f"not parsed, not touched: {exc}"))
         return result
-    result.findings = [Finding(path, n.line, n.col, n.kind, n.message) for n in find(tree)]
-    done = rewrite(tree)
-    result.new_source = done.tree.code
-    result.rewrites = [Rewrite(path, c.line, c.col, c.old, c.new) for c in done.changes]
+    lines = split_lines(source)
+    try:
+        facts = scan(tree)
+        result.findings = [Finding(path, n.line, n.col, n.kind, n.message)
+                           for n in find(tree, facts, lines)]
+        new_source, changes = rewrite_parts(tree, facts, lines)
+    except PartSyntaxError as exc:
+        result.findings.append(Finding(path, exc.line, exc.col, "syntax-error",
+                                       "LibCST cannot parse it; not touched: " + exc.message))
+        return result
+    except RecursionError:
+        result.findings.append(Finding(path, 1, 1, "syntax-error", "nested too deeply for "
+                                       "the codemod; not touched"))
+        return result
+    if new_source is not None:
+        result.new_source = new_source
+        result.rewrites = [Rewrite(path, c.line, c.col, c.old, c.new) for c in changes]
     return result
 
 
-def _walk(paths: Iterable[Path]) -> Iterator[Path]:
-    for path in paths:
-        if not path.is_dir():
-            yield path
-            continue
-        for child in sorted(path.rglob("*")):
-            parts = child.relative_to(path).parts
-            if (child.is_file() and child.suffix in (".py", ".pyi", ".ipynb")
-                    and not any(p in _SKIP_DIRS or p.startswith(".") for p in parts[:-1])):
-                yield child
+def _oversized(size: int, max_bytes: int) -> str:
+    return (f"{size} bytes, over --max-bytes {max_bytes}: not parsed, not rewritten (a "
+            "generated or vendored file? raise --max-bytes to include it)")
 
 
-def run_codemod(paths: Iterable[str | Path], write: bool = False) -> CodemodReport:
-    """Rewrite every Python file under ``paths`` (``write=False``: compute only). Notebooks and
-    files that are not UTF-8 are skipped with a reason; a missing path is a ``ConfigError``."""
+def run_codemod(paths: Iterable[str | Path], write: bool = False,
+                max_bytes: int = DEFAULT_MAX_BYTES) -> CodemodReport:
+    """Rewrite every Python file under ``paths`` (``write=False``: compute only). Skipped with
+    a reason: notebooks, files that are not UTF-8, symlinks and anything resolving outside the
+    tree given (never written through), and files over ``max_bytes`` that name the class (a
+    bound on a generated or vendored file). A missing path is a ``ConfigError``."""
     require_libcst()
+    if max_bytes < 1:
+        raise ConfigError(f"max_bytes must be at least 1, not {max_bytes}")
     given = [Path(p) for p in paths]
     for path in given:
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             raise ConfigError(f"no such file or folder: {path}")
-    report = CodemodReport(write)
-    for path in _walk(given):
+    report = CodemodReport(write, max_bytes=max_bytes)
+    for found in walk(given):
+        path = found.path
+        if found.reason is not None:
+            report.skip(path, found.reason)
+            continue
         if path.suffix == ".ipynb":
-            report.skipped.append({"path": str(path), "reason": "notebook: not rewritten; "
-                                   "change its import cell by hand (or convert it with "
-                                   "jupytext and run the codemod on the script)"})
+            report.skip(path, "notebook: not rewritten; change its import cell by hand (or "
+                        "convert it with jupytext and run the codemod on the script)")
             continue
         if path.suffix not in (".py", ".pyi"):
-            report.skipped.append({"path": str(path), "reason": "not a Python file"})
+            report.skip(path, "not a Python file")
             continue
-        raw = path.read_bytes()
+        try:
+            raw, seen = read_file(path, found.root)
+        except Unsafe as exc:
+            report.skip(path, str(exc))
+            continue
         bom = raw.startswith(b"\xef\xbb\xbf")  # kept on write; LibCST reads the text after it
+        if len(raw) > max_bytes:
+            if any(n.encode() in raw for n in NEEDLES):
+                report.skip(path, _oversized(len(raw), max_bytes))
+            continue
         try:
             source = raw[3:].decode("utf-8") if bom else raw.decode("utf-8")
         except UnicodeDecodeError:
-            report.skipped.append({"path": str(path), "reason": "not UTF-8: not read"})
+            report.skip(path, "not UTF-8: not read")
             continue
         result = codemod_source(source, str(path))
         report.files.append(result)
         if write and result.changed:
-            path.write_bytes((b"\xef\xbb\xbf" if bom else b"")
-                             + result.new_source.encode("utf-8"))
+            try:
+                write_file(path, found.root, (b"\xef\xbb\xbf" if bom else b"")
+                           + result.new_source.encode("utf-8"), seen)
+            except Unsafe as exc:
+                report.skip(path, str(exc))
+                continue
+            report.written.append(str(path))
     return report

@@ -1,24 +1,32 @@
 """What the codemod reports but cannot fix by itself: call sites that will need a thread id on a
 persistent store, keywords the facade refuses, star imports. Read from the original file (the
-positions are the user's), scope-blind on purpose: a report may over-warn, never rewrite."""
+positions are the user's) with Python's own ``ast`` (one fast pass, any file size);
+scope-blind on purpose: a report may over-warn, never rewrite.
+
+Thread ids. A memory on a persistent store with no thread id raises ``ThreadIdRequired`` at
+its first call, and a memory built with no ``store=`` is on one as soon as ``MEMSHIFT_STORE``
+is set in a deployment: so every construction with no ``thread_id=`` whose uses in the file
+(``save_context``/``load_memory_variables``, a chain built with ``memory=``) do not all carry
+the thread key is named, with the fix."""
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from dataclasses import dataclass, field
 
 from compat.codemod._names import (
     FACADE_MODULE, IN_MEMORY_HISTORIES, SOURCE_MODULES, TAKEN_OVER, accepted_keywords,
     keyword_hint, sql_history,
 )
-from compat.codemod._rewrite import dotted, module_bindings, qualified_class
+from compat.codemod._scan import Scan, col, dotted, qualified
 
 __all__ = ["Note", "find"]
 
 _CALLS = ("save_context", "asave_context", "load_memory_variables", "aload_memory_variables")
+# what a chain holding the memory is called with (its inputs reach the memory)
+_CHAIN_CALLS = ("invoke", "ainvoke", "run", "arun", "predict", "apredict", "acall", "stream",
+                "astream", "__call__")
+_FACADES = {f"{FACADE_MODULE}.{n}" for n in TAKEN_OVER.values()}
 
 
 @dataclass(frozen=True)
@@ -39,101 +47,142 @@ class _Memory:
     where: str
 
 
-def _literal(node: cst.BaseExpression) -> object:
+@dataclass
+class _Built:
+    """A memory built with no ``store=`` and no ``thread_id=``: on ``MEMSHIFT_STORE``'s store
+    in a deployment. ``uses``: (line, whether the inputs carry the thread key; None: unknown)."""
+
+    node: ast.Call
+    thread_key: str
+    uses: list[tuple[int, bool | None]] = field(default_factory=list)
+    bound: bool = False  # ``.for_thread(...)`` seen: its calls go through a bound memory
+
+
+def _literal(node: ast.expr | None) -> object:
     """The value of a literal expression, or ``...`` when it is not one."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Name)):
-        try:
-            return ast.literal_eval(cst.Module(body=[]).code_for_node(node))
-        except (ValueError, SyntaxError):
-            return ...
-    return ...
+    return node.value if isinstance(node, ast.Constant) else ...
 
 
-def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
+def _kw(call: ast.Call, name: str) -> ast.expr | None:
+    for arg in call.keywords:
+        if arg.arg == name:
             return arg.value
     return None
 
 
-class _Find(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
+def _keys(call: ast.Call, keywords: bool) -> set[object] | None:
+    """The keys the call's inputs hold (its first positional or ``inputs=`` dict; with
+    ``keywords``, a chain's ``predict(input=..., thread_id=...)`` too); ``None``: cannot tell;
+    ``...`` for ``{**base, ...}``, which the persistent-store check leaves alone."""
+    inputs = _kw(call, "inputs")
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if inputs is None and positional:
+        inputs = positional[0]
+    if inputs is None and keywords and call.keywords and not call.args:
+        if any(k.arg is None for k in call.keywords):
+            return None
+        return {k.arg for k in call.keywords}
+    if isinstance(inputs, ast.Dict):
+        if any(k is None for k in inputs.keys):
+            return ...  # type: ignore[return-value]
+        return {_literal(k) for k in inputs.keys}
+    if isinstance(inputs, ast.Call) and dotted(inputs.func) == "dict":
+        return {k.arg for k in inputs.keywords if k.arg is not None}
+    return None
 
-    def __init__(self, bindings: dict[str, str]) -> None:
+
+class _Find(ast.NodeVisitor):
+    def __init__(self, facts: Scan, lines: list[str]) -> None:
         super().__init__()
-        self.bindings = bindings
-        self.classes: set[str] = set()  # bare names bound to the class (classic or facade)
-        self.others: set[str] = set()  # names some other import binds too: ambiguous, skipped
+        self.facts = facts
+        self.lines = lines
         self.calls: dict[str, str] = {}  # variable -> the class name its last call built
-        self.memories: dict[str, _Memory] = {}
+        self.memories: dict[str, _Memory] = {}  # variable -> a memory on a persistent store
+        self.built: dict[int, _Memory | _Built] = {}  # constructor call -> what it built
+        self.plain: dict[str, _Built] = {}  # variable -> a memory with no store, no thread
+        self.chains: dict[str, _Built] = {}  # variable -> a chain holding such a memory
+        self.every_plain: list[_Built] = []
         self.notes: list[Note] = []
-        self.has_facade_module = False
 
-    def _note(self, node: cst.CSTNode, kind: str, message: str) -> None:
-        pos = self.get_metadata(PositionProvider, node).start
-        self.notes.append(Note(pos.line, pos.column + 1, kind, message))
+    def _note(self, node: ast.expr | ast.stmt | ast.keyword, kind: str, message: str) -> None:
+        self.notes.append(Note(node.lineno, col(self.lines, node.lineno, node.col_offset),
+                               kind, message))
 
-    # -- what names the class ----------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
-        if any(dotted(a.name) == FACADE_MODULE and a.asname is None for a in node.names):
-            self.has_facade_module = True
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if (not node.level and node.module in SOURCE_MODULES
+                and any(a.name == "*" for a in node.names)):
+            self._note(node, "star-import", f"'from {node.module} import *' is not rewritten: "
+                       "import the names you use, and the summary memory from memshift: "
+                       "from compat import SummaryMemory as ConversationSummaryBufferMemory")
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = dotted(node.module)
-        if node.relative or module is None:
-            return
-        if isinstance(node.names, cst.ImportStar):
-            if module in SOURCE_MODULES:
-                self._note(node, "star-import", f"'from {module} import *' is not rewritten: "
-                           "import the names you use, and the summary memory from memshift: "
-                           "from compat import SummaryMemory as ConversationSummaryBufferMemory")
-            return
-        for alias in node.names:
-            name = dotted(alias.name)
-            bound = dotted(alias.asname.name if alias.asname else alias.name)
-            if ((module in SOURCE_MODULES and name in TAKEN_OVER)
-                    or (module == FACADE_MODULE and name in TAKEN_OVER.values())):
-                self.classes.add(bound or "")
-            else:
-                self.others.add(bound or "")
-
-    def _is_class(self, func: cst.BaseExpression) -> bool:
+    def _is_class(self, func: ast.expr) -> bool:
         chain = dotted(func)
-        if chain in self.classes:
-            return chain not in self.others
-        if self.has_facade_module and chain in {f"{FACADE_MODULE}.{n}" for n in TAKEN_OVER.values()}:
+        if chain in self.facts.classes:
+            return chain not in self.facts.others
+        if self.facts.facade_module and chain in _FACADES:
             return True
-        return qualified_class(chain, self.bindings) is not None
+        return qualified(chain, self.facts.bindings) is not None
 
     # -- constructors and the calls on what they built ---------------------------------------
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self._is_class(node.func):
-            self._constructor(node)
-            return
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _CALLS:
-            memory = self.memories.get(cst.Module(body=[]).code_for_node(func.value))
-            if memory is not None:
-                self._inputs(node, func.attr.value, memory)
+            built = self._constructor(node)
+            if built is not None:
+                self.built[id(node)] = built
+            self.generic_visit(node)
+        else:  # inner calls first: ``Chain(memory=SummaryMemory())`` needs the inner one
+            self.generic_visit(node)
+            self._use(node)
 
-    def _history_class(self, value: cst.BaseExpression | None) -> str | None:
-        if isinstance(value, cst.Call):
+    def _use(self, node: ast.Call) -> None:
+        func = node.func
+        memory = _kw(node, "memory")
+        if memory is not None:  # a chain built on a memory: its calls are the memory's
+            held = (self.built.get(id(memory)) if isinstance(memory, ast.Call)
+                    else self.plain.get(ast.unparse(memory)))
+            if isinstance(held, _Built):
+                self.built[id(node)] = held
+        receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else None
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        if receiver is None and isinstance(func, ast.Name) and func.id in self.chains:
+            receiver, method = func.id, "__call__"
+        if receiver is None or method is None:
+            return
+        if method in _CALLS:
+            persistent = self.memories.get(receiver)
+            if persistent is not None:
+                self._inputs(node, method, persistent)
+        plain = self.plain.get(receiver)
+        if plain is not None and method == "for_thread":
+            plain.bound = True
+        elif plain is not None and method in _CALLS:
+            plain.uses.append((node.lineno, self._carries(node, plain.thread_key, False)))
+        chain = self.chains.get(receiver)
+        if chain is not None and method in _CHAIN_CALLS:
+            chain.uses.append((node.lineno, self._carries(node, chain.thread_key, True)))
+
+    @staticmethod
+    def _carries(call: ast.Call, key: str, keywords: bool) -> bool | None:
+        keys = _keys(call, keywords)
+        return None if keys is None or keys is ... else key in keys
+
+    def _history_class(self, value: ast.expr | None) -> str | None:
+        if isinstance(value, ast.Call):
             return (dotted(value.func) or "").rpartition(".")[2] or None
-        if isinstance(value, cst.Name):
-            return self.calls.get(value.value)
+        if isinstance(value, ast.Name):
+            return self.calls.get(value.id)
         return None
 
-    def _constructor(self, call: cst.Call) -> _Memory | None:
-        """Report a constructor call; the memory it builds, if it will need thread ids."""
+    def _constructor(self, call: ast.Call) -> _Memory | _Built | None:
+        """Report a constructor call; what it builds, if that will need thread ids."""
         accepted = accepted_keywords()
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value not in accepted:
-                name = arg.keyword.value
-                self._note(arg, "refused-keyword", f"'{name}' is refused by SummaryMemory "
-                           f"(UnknownArgumentError at construction): {keyword_hint(name)}")
+        for arg in call.keywords:
+            if arg.arg is not None and arg.arg not in accepted:
+                self._note(arg, "refused-keyword", f"'{arg.arg}' is refused by SummaryMemory "
+                           f"(UnknownArgumentError at construction): {keyword_hint(arg.arg)}")
         if _kw(call, "thread_id") is not None:
             return None
-        key = _literal(_kw(call, "thread_key") or cst.SimpleString('"thread_id"'))
+        key = _literal(_kw(call, "thread_key") or ast.Constant("thread_id"))
         thread_key = key if isinstance(key, str) else "thread_id"
         store_node = _kw(call, "store")
         store = _literal(store_node) if store_node is not None else None
@@ -150,9 +199,15 @@ class _Find(cst.CSTVisitor):
                            "add store='sqlite:///memshift.db' or 'postgresql://...' (or set "
                            "MEMSHIFT_STORE)")
             return None
-        if store_node is None or store in ("memory", None, ""):
+        if store_node is None or store is None:
+            if any(k.arg is None for k in call.keywords):
+                return None  # ``**settings``: may carry thread_id= or store=; cannot tell
+            built = _Built(call, thread_key)
+            self.every_plain.append(built)
+            return built
+        if store in ("memory", ""):
             return None
-        where = repr(store) if store is not ... else cst.Module(body=[]).code_for_node(store_node)
+        where = repr(store) if store is not ... else ast.unparse(store_node)
         maybe = "" if store is not ... else " (if it names a persistent store)"
         self._note(call, "thread-id", f"SummaryMemory on store={where}{maybe} with no thread "
                    f"id: every load_memory_variables/save_context call needs "
@@ -160,54 +215,65 @@ class _Find(cst.CSTVisitor):
                    "thread_id=...); else ThreadIdRequired")
         return _Memory(thread_key, where)
 
-    def _inputs(self, call: cst.Call, method: str, memory: _Memory) -> None:
-        inputs = _kw(call, "inputs")
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if inputs is None and positional:
-            inputs = positional[0].value
-        keys: set[object] | None = None
-        if isinstance(inputs, cst.Dict):
-            if any(isinstance(e, cst.StarredDictElement) for e in inputs.elements):
-                return  # ``{**base, ...}``: cannot tell
-            keys = {_literal(e.key) for e in inputs.elements if isinstance(e, cst.DictElement)}
-        elif isinstance(inputs, cst.Call) and dotted(inputs.func) == "dict":
-            keys = {a.keyword.value for a in inputs.args if a.keyword is not None}
-        if keys is not None and memory.thread_key in keys:
+    def _inputs(self, call: ast.Call, method: str, memory: _Memory) -> None:
+        keys = _keys(call, False)
+        if keys is ... or (keys is not None and memory.thread_key in keys):
             return
         what = "have no" if keys is not None else "may lack (check that they carry)"
         self._note(call, "thread-id", f"{method}: the inputs {what} {memory.thread_key!r} and "
                    f"the memory is on store={memory.where}: ThreadIdRequired at run time")
 
-    def leave_Assign(self, original_node: cst.Assign) -> None:
-        self._bind([t.target for t in original_node.targets], original_node.value)
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        self._bind(node.targets, node.value)
 
-    def leave_AnnAssign(self, original_node: cst.AnnAssign) -> None:
-        if original_node.value is not None:
-            self._bind([original_node.target], original_node.value)
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
+        if node.value is not None:
+            self._bind([node.target], node.value)
 
-    def _bind(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+    def _bind(self, targets: list[ast.expr], value: ast.expr) -> None:
+        built = self.built.get(id(value))
         for target in targets:
-            name = cst.Module(body=[]).code_for_node(target)
-            self.memories.pop(name, None)
-            self.calls.pop(name, None)
-            if isinstance(value, cst.Call):
-                if self._is_class(value.func):
-                    memory = self._quiet_constructor(value)
-                    if memory is not None:
-                        self.memories[name] = memory
-                else:
-                    self.calls[name] = (dotted(value.func) or "").rpartition(".")[2]
+            name = ast.unparse(target)
+            for table in (self.memories, self.calls, self.plain, self.chains):
+                table.pop(name, None)  # type: ignore[attr-defined]
+            if not isinstance(value, ast.Call):
+                continue
+            if self._is_class(value.func):
+                if isinstance(built, _Memory):
+                    self.memories[name] = built
+                elif isinstance(built, _Built):
+                    self.plain[name] = built
+            elif isinstance(built, _Built):
+                self.chains[name] = built
+            else:
+                self.calls[name] = (dotted(value.func) or "").rpartition(".")[2]
 
-    def _quiet_constructor(self, call: cst.Call) -> _Memory | None:
-        """The memory a constructor builds, without reporting it a second time."""
-        notes = list(self.notes)
-        memory = self._constructor(call)
-        self.notes = notes
-        return memory
+    # -- the memories a deployment's MEMSHIFT_STORE turns persistent ----------------------
+    def thread_sites(self) -> None:
+        """Name each memory built with no thread id whose uses do not all carry one."""
+        for built in self.every_plain:
+            if built.bound or (built.uses and all(c is True for _, c in built.uses)):
+                continue
+            key = built.thread_key
+            lacking = sorted({line for line, c in built.uses if c is not True})
+            if not built.uses:
+                seen = "no call in this file carries a thread id"
+            elif len(lacking) == 1:
+                seen = f"the call on line {lacking[0]} carries none"
+            else:
+                seen = f"the calls on lines {', '.join(map(str, lacking))} carry none"
+            self._note(built.node, "thread-id", f"SummaryMemory built with no thread_id= and "
+                       f"no store= ({seen}): with MEMSHIFT_STORE set to a persistent store its "
+                       f"first call raises ThreadIdRequired. Fix: thread_id=... for one "
+                       f"conversation, memory.for_thread(tid) per conversation, or "
+                       f"inputs[{key!r}] in every call (a chain's too)")
 
 
-def find(tree: cst.Module) -> list[Note]:
+def find(tree: ast.Module, facts: Scan, lines: list[str]) -> list[Note]:
     """The findings of one parsed module, in source order."""
-    finder = _Find(module_bindings(tree))
-    MetadataWrapper(tree).visit(finder)
+    finder = _Find(facts, lines)
+    finder.visit(tree)
+    finder.thread_sites()
     return sorted(set(finder.notes), key=lambda n: (n.line, n.col, n.kind))

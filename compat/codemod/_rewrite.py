@@ -114,10 +114,12 @@ class _Swap(cst.CSTTransformer):
         self.suppliers: set[str] = set()  # module names a qualified use came through
         self._after: list[cst.ImportFrom] = []
         self.imports: dict[str, list[tuple[int, int]]] = {}  # import text -> its places
+        self.offset = 0  # lines before the part of the file being visited
 
     def _change(self, node: cst.CSTNode, new: str) -> None:
         pos = self.get_metadata(PositionProvider, node).start
-        self.changes.append(Change(pos.line, pos.column + 1, _code(node).strip(), new))
+        self.changes.append(Change(pos.line + self.offset, pos.column + 1, _code(node).strip(),
+                                   new))
 
     def leave_Attribute(self, original_node: cst.Attribute,
                         updated_node: cst.Attribute) -> cst.BaseExpression:
@@ -162,7 +164,8 @@ class _Swap(cst.CSTTransformer):
     def _where(self, node: cst.Import | cst.ImportFrom) -> None:
         """Where each import statement is, for pass 2's changes (same text, same place)."""
         pos = self.get_metadata(PositionProvider, node).start
-        self.imports.setdefault(_code(node).strip(), []).append((pos.line, pos.column + 1))
+        self.imports.setdefault(_code(node).strip(), []).append((pos.line + self.offset,
+                                                                 pos.column + 1))
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
                                   updated_node: cst.SimpleStatementLine) -> Any:
