@@ -1,19 +1,31 @@
-"""``memory.checkpointer``: the store's LangGraph saver, asking where a thread lives first.
+"""``memory.checkpointer``: the store's LangGraph saver, claiming a thread once per run.
 
 ``create_agent`` reads a thread through its checkpointer (``get_tuple`` at the start of every
 run, ``list`` for the history) and writes it with ``put``. A thread that still lives on the
 classic backend has no checkpoint there, so the agent would see an empty memory in silence.
-This saver claims the thread for the middleware backend before each of those calls: the
-router moves it (its compare-and-set move, one transaction) if it lives on classic, or raises
-``ThreadElsewhere`` when the memory was told not to move threads.
+This saver claims the thread for the middleware backend the first time this process meets it
+(the router moves it, its compare-and-set move, if it lives on classic, or raises
+``ThreadElsewhere`` when the memory was told not to move threads) and remembers the placement
+it claimed (its version). From then on nothing runs *before* a saver call; the placement rides
+along inside the transactions the calls make:
+
+- ``get_tuple`` reads the placement and the checkpoint in one read transaction of the thread:
+  a thread another process moved since (its version changed) is claimed again before the
+  agent sees anything, so a run never starts from a stale or empty state;
+- a root checkpoint that starts something (a run's input, an update, a fork) is written in a
+  write transaction of the thread (its lock held) that reads the placement first and refuses
+  the write (``PlacementChanged``, nothing written) if the thread moved meanwhile; retention
+  runs in that same transaction when the checkpoint is a run's input (whole turns: never
+  between the steps of a run, a replay or a fork; see ``adapters.stores.checkpoint_sql``);
+- the steps of a run (``loop`` checkpoints, pending writes, subgraph namespaces) go to the
+  saver as they are (its input was checked); a move while a run is under way is found by
+  the next run's read.
 
 It advertises only what it implements (LangGraph's checkpoint-conformance suite detects a
 saver's capabilities by the methods its class overrides): ``copy_thread``, ``delete_for_runs``
 and ``prune`` run in memshift transactions of each thread where the store implements them
 (memory, SQLite, PostgreSQL), pass to an application's own saver that has them, and are absent
 otherwise. ``delete_thread`` is the memory's ``clear`` (its record says the thread was cleared).
-Retention runs when a run's input checkpoint is written (never between the steps of a run, a
-replay or a fork), in a transaction of the thread: see ``adapters.stores.checkpoint_sql``.
 """
 
 from __future__ import annotations
@@ -26,7 +38,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from adapters.errors import ConfigError, DeltaStateError
 from adapters.io import IO, Steps, run_async, run_sync
-from adapters.stores.base import Store, Tx, in_transaction, store_io
+from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
+from adapters.stores.tx_saver import ajoined_get, ajoined_put, joined_get, joined_put
 from adapters.thread_keys import storage_id
 
 __all__ = ["PlacedSaver", "OPERATIONS"]
@@ -70,15 +83,30 @@ def _unkeyed(item: Any, asked: Any) -> Any:
     return item._replace(config=back(item.config), parent_config=back(item.parent_config))
 
 
+def _opens(config: Any, metadata: Any) -> bool:
+    """Whether a checkpoint starts something (a run's input, an update, a fork: any root
+    checkpoint the loop did not write): its write is where the claim is checked."""
+    configurable = (config or {}).get("configurable") or {}
+    return not configurable.get("checkpoint_ns") and (metadata or {}).get("source") != "loop"
+
+
+class _Moved(Exception):
+    """Inside a transaction: the thread no longer lives where this process claimed it."""
+
+    def __init__(self, placement: Placement | None) -> None:
+        self.placement = placement
+
+
 def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
     return (getattr(type(saver), name, None) is not getattr(BaseCheckpointSaver, name)
             and getattr(type(saver), f"a{name}", None) is not getattr(BaseCheckpointSaver, f"a{name}"))
 
 
 class PlacedSaver(BaseCheckpointSaver):
-    """Claims threads for ``middleware`` through ``engine`` before the saver sees them;
-    ``touch(thread_id)`` runs first (the memory's adoption of a legacy history). ``store`` is
-    the middleware side's store (its transactions and checkpoint operations)."""
+    """Claims threads for ``middleware`` through ``engine`` once, then checks the claim inside
+    the saver's transactions (module docstring); ``touch(thread_id)`` runs before a claim (the
+    memory's adoption of a legacy history). ``store`` is the middleware side's store (its
+    transactions, placements and checkpoint operations)."""
 
     def __new__(cls, inner: BaseCheckpointSaver, engine: Any, store: Store,
                 touch: Callable[[str], Any] | None = None) -> PlacedSaver:
@@ -86,56 +114,138 @@ class PlacedSaver(BaseCheckpointSaver):
         passed = frozenset(op for op in OPERATIONS if op not in own and _overrides(inner, op))
         return super().__new__(_capable(own, passed))
 
+    claims_size = 100_000  # threads whose claim this process remembers
+
     def __init__(self, inner: BaseCheckpointSaver, engine: Any, store: Store,
                  touch: Callable[[str], Any] | None = None) -> None:
         super().__init__(serde=inner.serde)
         self.inner, self.engine, self.store, self.touch = inner, engine, store, touch
+        self._claimed: dict[str, Placement] = {}  # thread -> the placement claimed here
 
-    # -- reads and writes: the thread is claimed first ----------------------------------------
-    def _claim(self, config: Any) -> None:
-        if (tid := _thread(config)) is not None:
-            if self.touch is not None:
-                self.touch(tid)
-            self.engine.claim(tid, "middleware")
+    # -- the claim: once per thread and process, then checked inside the saver's transactions
+    def _claim_steps(self, thread_id: str) -> Steps[Placement | None]:
+        """Claim the thread for ``middleware`` (moved now if it lives on classic) and remember
+        the placement claimed; ``None`` when the engine keeps no placements (then every call
+        claims, as nothing could be checked inside a transaction)."""
+        if self.touch is not None:
+            self.touch(thread_id)
+        where = yield from self.engine.claim_steps(thread_id, "middleware")
+        placement = where.placement
+        if placement is not None and placement.backend == "middleware":
+            claimed = self._claimed
+            if len(claimed) >= self.claims_size:
+                claimed.clear()  # a bound, not an LRU: a forgotten claim is claimed again
+            claimed[thread_id] = placement
+            return placement
+        self._claimed.pop(thread_id, None)
+        return None
 
-    async def _aclaim(self, config: Any) -> None:
-        if (tid := _thread(config)) is not None:
-            if self.touch is not None:
-                self.touch(tid)
-            await self.engine.aclaim(tid, "middleware")
+    def _placed_in(self, tx: Tx, claimed: Placement) -> Steps[None]:
+        """Inside ``tx``: the thread still lives where this process claimed it."""
+        store = self.store
+        now = yield store_io(store, tx, store.placement)
+        if now is None or now.backend != claimed.backend or now.version != claimed.version:
+            raise _Moved(now)
+
+    def _verified(self, thread_id: str) -> Steps[Placement | None]:
+        """The claimed placement, checked in a read transaction of its own (``list``), or a
+        fresh claim."""
+        claimed = self._claimed.get(thread_id)
+        if claimed is not None:
+            def body(tx: Tx) -> Steps[None]:
+                yield from self._placed_in(tx, claimed)
+            try:
+                yield from in_transaction(self.store, thread_id, body, write=False)
+                return claimed
+            except _Moved:
+                self._claimed.pop(thread_id, None)
+        return (yield from self._claim_steps(thread_id))
 
     # Thread ids over the byte budget travel to the saver as their key (``_keyed``) and come
     # back as the caller's id (``_unkeyed``).
+    def _get_steps(self, keyed: Any) -> Steps[Any]:
+        inner = self.inner
+        if (tid := _thread(keyed)) is None:
+            return (yield IO(inner.get_tuple, inner.aget_tuple, keyed))
+        claimed = self._claimed.get(tid)
+        if claimed is not None:  # the placement and the checkpoint in one read transaction
+            def body(tx: Tx) -> Steps[Any]:
+                yield from self._placed_in(tx, claimed)
+                return (yield IO(joined_get, ajoined_get, self.store, tx, keyed))
+            try:
+                return (yield from in_transaction(self.store, tid, body, write=False))
+            except _Moved:  # another process moved it since: claim it again, then read
+                self._claimed.pop(tid, None)
+        yield from self._claim_steps(tid)
+        return (yield IO(inner.get_tuple, inner.aget_tuple, keyed))
+
     def get_tuple(self, config: Any) -> Any:
-        self._claim(keyed := _keyed(config))
-        return _unkeyed(self.inner.get_tuple(keyed), config)
+        return _unkeyed(run_sync(self._get_steps(_keyed(config))), config)
 
     async def aget_tuple(self, config: Any) -> Any:
-        await self._aclaim(keyed := _keyed(config))
-        return _unkeyed(await self.inner.aget_tuple(keyed), config)
+        return _unkeyed(await run_async(self._get_steps(_keyed(config))), config)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
-        self._claim(keyed := _keyed(config))
+        if (tid := _thread(keyed := _keyed(config))) is not None:
+            run_sync(self._verified(tid))
         return (_unkeyed(item, config) for item in self.inner.list(keyed, **kwargs))
 
     async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        await self._aclaim(keyed := _keyed(config))
+        if (tid := _thread(keyed := _keyed(config))) is not None:
+            await run_async(self._verified(tid))
         async for item in self.inner.alist(keyed, **kwargs):
             yield _unkeyed(item, config)
 
+    def _put_steps(self, keyed: Any, checkpoint: Any, metadata: Any,
+                   new_versions: Any) -> Steps[Any]:
+        inner = self.inner
+        if (tid := _thread(keyed)) is None:
+            return (yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions))
+        claimed = self._claimed.get(tid)
+        if claimed is None:
+            claimed = yield from self._claim_steps(tid)
+        retain = self._turn_start(keyed, metadata) is not None
+        if claimed is None:  # no placement to check: claimed before the write, as it was
+            stored = yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions)
+            if retain:
+                yield from in_transaction(self.store, tid, self._retain_in)
+            return stored
+        if not _opens(keyed, metadata):  # a step of a run: its input was checked
+            return (yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions))
+        args = (keyed, checkpoint, metadata, new_versions)
+
+        def body(tx: Tx) -> Steps[Any]:
+            yield from self._placed_in(tx, claimed)
+            stored = yield IO(joined_put, ajoined_put, self.store, tx, *args)
+            if retain:
+                yield from self._retain_in(tx)
+            return stored
+        try:
+            return (yield from in_transaction(self.store, tid, body))
+        except _Moved as moved:
+            from adapters.staged import PlacementChanged
+
+            self._claimed.pop(tid, None)
+            now = moved.placement
+            raise PlacementChanged(
+                f"thread {tid!r} moved (to {now.backend if now else 'no placement'}, version "
+                f"{now.version if now else '-'}) after this process claimed it for the agent "
+                f"(version {claimed.version}); nothing of this checkpoint "
+                "was written. Run the turn again: the checkpointer claims the thread afresh"
+            ) from None
+
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self._claim(keyed := _keyed(config))
-        stored = self.inner.put(keyed, checkpoint, metadata, new_versions)
-        if (tid := self._turn_start(keyed, metadata)) is not None:
-            run_sync(self._retain(tid))
+        stored = run_sync(self._put_steps(_keyed(config), checkpoint, metadata, new_versions))
         return _unkeyed(stored, config)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        await self._aclaim(keyed := _keyed(config))
-        stored = await self.inner.aput(keyed, checkpoint, metadata, new_versions)
-        if (tid := self._turn_start(keyed, metadata)) is not None:
-            await run_async(self._retain(tid))
+        stored = await run_async(self._put_steps(_keyed(config), checkpoint, metadata,
+                                                 new_versions))
         return _unkeyed(stored, config)
+
+    def _retain_in(self, tx: Tx) -> Steps[None]:
+        checkpoints = self.store.checkpoints
+        yield IO(checkpoints.retain, checkpoints.aretain, tx)
 
     @staticmethod
     def _turn_start(config: Any, metadata: Any) -> str | None:
@@ -144,13 +254,6 @@ class PlacedSaver(BaseCheckpointSaver):
         if (metadata or {}).get("source") == "input" and not configurable.get("checkpoint_ns"):
             return _thread(config)
         return None
-
-    def _retain(self, thread_id: str) -> Steps[None]:
-        checkpoints = self.store.checkpoints
-
-        def body(tx: Tx) -> Steps[None]:
-            yield IO(checkpoints.retain, checkpoints.aretain, tx)
-        yield from in_transaction(self.store, thread_id, body)
 
     # -- deleting a thread is clearing its memory ---------------------------------------------
     def delete_thread(self, thread_id: str) -> None:

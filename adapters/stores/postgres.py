@@ -14,6 +14,8 @@ cannot see.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -29,10 +31,11 @@ from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import read_once
 from adapters.stores.url import (
-    DEFAULT_CONNECT_TIMEOUT, libpq_conninfo, lock_key, split_url, sqlalchemy_url,
+    DEFAULT_CONNECT_TIMEOUT, libpq_conninfo, lock_key, scrub_cause, split_url, sqlalchemy_url,
+    url_problem,
 )
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "setup_lock"]
 
 _SETUP_LOCK_KEY = 0x6D656D7368696674  # "memshift"
 _LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
@@ -116,6 +119,27 @@ def _saver_kwargs() -> dict[str, Any]:
     return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
 
+@contextmanager
+def setup_lock(conn: Any, shown: str) -> Iterator[None]:
+    """Hold the schema setup lock on ``conn`` (a psycopg autocommit connection): a try-lock
+    polled, never a blocked ``pg_advisory_lock`` (see the module docstring)."""
+    deadline = time.monotonic() + SETUP_TIMEOUT_S
+    while not _first(conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
+                                  (_SETUP_LOCK_KEY,)).fetchone()):
+        if time.monotonic() > deadline:
+            raise StoreError(f"schema setup on {shown}: another process held the setup lock "
+                             f"for {SETUP_TIMEOUT_S:.0f} s")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+
+
+def _first(row: Any) -> Any:
+    return row["ok"] if isinstance(row, dict) else row[0]  # dict_row or tuple rows
+
+
 class PostgresStore(SqlStore):
     """``postgresql://user:password@host:port/dbname`` (``postgres://`` accepted)."""
 
@@ -130,6 +154,9 @@ class PostgresStore(SqlStore):
         except ImportError as exc:
             raise ConfigError("postgresql stores need: pip install 'memshift[postgres]'") from exc
         self.translated = (SQLAlchemyError, psycopg.Error)
+        problem = url_problem(url)
+        if problem is not None:  # libpq would quote the password in its refusal
+            raise ConfigError(f"cannot use store URL {redacted!r}: {problem}")
         parts = split_url(url)
         if not parts.path.strip("/"):
             raise ConfigError(f"postgresql URL needs a database name: {redacted!r}")
@@ -139,12 +166,15 @@ class PostgresStore(SqlStore):
         self._secret = url
         timeout: dict[str, Any] = {} if "connect_timeout" in (params or {}) else \
             {"connect_timeout": DEFAULT_CONNECT_TIMEOUT}
+        failed = None
         try:  # fail fast and clearly
             psycopg.connect(self.conninfo, **timeout).close()
         except psycopg.Error as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StoreError(f"cannot connect to {redacted}: {type(exc).__name__}: "
-                             f"{scrub_password(detail, url)}") from None
+            failed = f"{type(exc).__name__}: {scrub_password(detail, url)}"
+            scrub_cause(exc, url)  # in place: the driver's text may quote the password
+        if failed is not None:  # raised outside the handler: no __context__ to walk to
+            raise StoreError(f"cannot connect to {redacted}: {failed}")
         engine = create_engine(sqlalchemy_url(self.conninfo), pool_size=pool_size,
                                max_overflow=pool_size, hide_parameters=True,
                                connect_args={"prepare_threshold": None})
@@ -167,19 +197,10 @@ class PostgresStore(SqlStore):
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
-        deadline = time.monotonic() + SETUP_TIMEOUT_S
         with self.guard("schema setup"), psycopg.connect(
-                self.conninfo, autocommit=True, row_factory=dict_row) as conn:
-            while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
-                                   (_SETUP_LOCK_KEY,)).fetchone()["ok"]:
-                if time.monotonic() > deadline:
-                    raise StoreError(f"schema setup on {self.url}: another process held the "
-                                     f"setup lock for {SETUP_TIMEOUT_S:.0f} s")
-                time.sleep(0.05)
-            try:
-                self.prepare_schema(True, PostgresSaver(conn).setup)  # type: ignore[arg-type]
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+                self.conninfo, autocommit=True, row_factory=dict_row) as conn, \
+                setup_lock(conn, self.url):
+            self.prepare_schema(True, PostgresSaver(conn).setup)  # type: ignore[arg-type]
 
     def _dialect_insert(self, table: Any) -> Any:
         return pg_insert(table)

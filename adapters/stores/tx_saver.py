@@ -1,4 +1,9 @@
-"""Checkpoint savers joined to one memshift transaction read each checkpoint once.
+"""Checkpoint savers joined to one memshift transaction, and what reads each checkpoint once.
+
+``joined_get`` / ``joined_put`` (and their async twins) run one saver call inside a memshift
+transaction of the thread, on the store's saver joined to it (``Checkpoints.saver``): its
+snapshot, its lock. ``memory.checkpointer`` reads a run's checkpoint with the placement and
+writes a run's input checkpoint with the placement check and retention that way.
 
 A middleware step reads the thread's checkpoint (``get_state``) and then writes through
 ``update_state``, which reads the same checkpoint again before it writes. Inside one write
@@ -14,7 +19,35 @@ from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_id
 
-__all__ = ["ReadOnce", "read_once"]
+__all__ = ["ReadOnce", "ajoined_get", "ajoined_put", "joined_get", "joined_put", "read_once"]
+
+
+def joined_get(store: Any, tx: Any, config: Any) -> Any:
+    """``get_tuple(config)`` inside ``tx`` (``store``: a ``Store`` with checkpoints)."""
+    with store.guard("read checkpoint"):
+        return store.checkpoints.saver(tx).get_tuple(config)
+
+
+async def ajoined_get(store: Any, tx: Any, config: Any) -> Any:
+    saver = await store.checkpoints.asaver(tx)
+    if saver is None:  # the sync saver does no I/O
+        return joined_get(store, tx, config)
+    with store.guard("read checkpoint"):
+        return await saver.aget_tuple(config)
+
+
+def joined_put(store: Any, tx: Any, *args: Any) -> Any:
+    """``put(config, checkpoint, metadata, new_versions)`` inside ``tx``."""
+    with store.guard("write checkpoint"):
+        return store.checkpoints.saver(tx).put(*args)
+
+
+async def ajoined_put(store: Any, tx: Any, *args: Any) -> Any:
+    saver = await store.checkpoints.asaver(tx)
+    if saver is None:
+        return joined_put(store, tx, *args)
+    with store.guard("write checkpoint"):
+        return await saver.aput(*args)
 
 
 def _key(config: Any) -> tuple:
