@@ -26,7 +26,7 @@ from langchain_core.messages import BaseMessage
 from adapters.backends.base import FoldFn
 from adapters.errors import SummarizerError
 from adapters.fold import FoldJob, FoldRecord, Folder
-from adapters.fold_slots import AgentFolds, background_failed, over_lag
+from adapters.fold_slots import AgentFolds, background_failed, lag_seconds, over_lag
 from adapters.io import IO, Steps, run_async, run_sync, wait_future
 from adapters.policy import FoldPlan
 from adapters.stores.base import Store, Tx, in_transaction, store_io
@@ -109,9 +109,9 @@ class FoldHooks:
             return None
         job, future = held
         if not future.done() and over_lag(self.folder.policy, window):
-            try:
-                yield wait_future(future)
-            except Exception:  # noqa: S110 - failed: logged where it failed, planned again
+            try:  # bounded: a hung provider never holds the agent's turn past the lag bound
+                yield wait_future(future, lag_seconds(self.folder.policy))
+            except Exception:  # noqa: S110 - failed (logged where it failed) or still running
                 pass
         if future.done() and future.exception() is None:
             return job

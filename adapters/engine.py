@@ -8,10 +8,18 @@ A save is two short transactions with the summarizer between them, never inside:
    the fold function handed in only *plans* it ("not now") and the turn commits.
 2. *The summary*: redact, summarize (retries, ``summary_timeout`` per attempt), no lock.
 3. *The fold*: one transaction re-runs the real class on the current state with a fold
-   function that answers only if the thread still asks for the very fold that was
-   summarized (same previous summary, same fold count, same folded messages): a
-   compare-and-set. The state and its fold record commit together. If another save
-   changed the thread meanwhile, the fold is planned again (bounded), else deferred.
+   function that answers only if the fold still applies (same previous summary, same fold
+   count, and the folded messages still head the window): a compare-and-set on the prefix.
+   Turns saved meanwhile do not void it: the real class cuts where the fold was planned
+   (``fold_cuts.landing``) and they stay in the window, for one later fold. The state and
+   its fold record commit together. If the thread's summary changed meanwhile (another
+   writer folded it), the fold is planned again (bounded), else deferred.
+
+Background folds (``MemoryPolicy(fold="background")``) keep one fold in flight per thread;
+saves made meanwhile mark it and return, and its holder folds once more afterwards if the
+window is still due (coalesced: what landed meanwhile is summarized once). A save waits only
+when its window is past the lag bound, and then at most ``fold_slots.lag_seconds`` from the
+start of the fold in flight; the fold record says so (``FoldRecord.lag``).
 
 The logic is written once, as steps (``adapters.io``); ``save``/``asave`` and the other
 pairs are the blocking and the async drivers of the same steps.
@@ -19,9 +27,8 @@ pairs are the blocking and the async drivers of the same steps.
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,14 +41,15 @@ from adapters.errors import ConfigError, StoreError, SummarizerError
 from adapters.telemetry import TELEMETRY
 from adapters.fold import FoldJob, Folder, planner
 from adapters.fold import FoldRecord
-from adapters.fold_slots import AgentFolds, FoldSlots, background_failed, over_lag
-from adapters.io import IO, Steps, run_async, run_sync, wait_future
+from adapters.fold_cuts import landing
+from adapters.fold_schedule import FoldScheduling
+from adapters.fold_slots import FoldSlots
+from adapters.io import IO, Steps
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
 from adapters.summarizer import Summarizer
 from adapters.view import MemoryView, OwnedTurn, ThreadRecord, fresh_ids, new_id  # noqa: F401 (new_id: re-exported)
-from adapters.workers import WorkersBusy, run_in_background
 
 __all__ = ["FoldJob", "Guard", "MemoryEngine", "as_list"]
 
@@ -50,7 +58,7 @@ logger = logging.getLogger("memshift")
 FOLD_ATTEMPTS = 3  # plan -> summarize -> compare-and-set rounds before a fold is deferred
 
 
-class MemoryEngine(Engine):
+class MemoryEngine(FoldScheduling, Engine):
     """One backend over one store, with the transcript, folds, records and locks."""
 
     def __init__(self, backend: str, *, policy: MemoryPolicy, summarizer: Summarizer,
@@ -176,10 +184,16 @@ class MemoryEngine(Engine):
     def clear_steps(self, thread_id: str) -> Steps[None]:
         yield from self._write_whole(thread_id, self.backend.clear_writes())
 
-    def _step(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn) -> Steps[bool]:
-        """Read the state, let the real class act, write what it changed."""
+    def _step(self, tx: Tx, turn: Sequence[BaseMessage], fold: FoldFn,
+              lands: FoldJob | None = None) -> Steps[bool]:
+        """Read the state, let the real class act, write what it changed (``lands``: a fold
+        being committed, cut where it was planned while its messages head the window)."""
         state = yield IO(self.backend.read, self.backend.aread, tx)
-        writes, folded = self.backend.step(state, turn, fold)
+        if lands is None:
+            writes, folded = self.backend.step(state, turn, fold)
+        else:
+            with landing(lands):  # no I/O and no await inside: the step is plain code
+                writes, folded = self.backend.step(state, turn, fold)
         if writes is not None:
             yield IO(self.backend.write, self.backend.awrite, tx, writes)
         return folded
@@ -230,78 +244,11 @@ class MemoryEngine(Engine):
         yield from in_transaction(self.store, thread_id, body, write=False)
         return planned[-1] if planned else None
 
-    # -- one fold in flight per thread; inline or in the background (adapters.fold_slots) --
-    def _after_turn(self, thread_id: str, job: FoldJob) -> Steps[None]:
-        """The fold a committed turn asked for: run it here (inline), hand it to the
-        background, or, when a fold of the thread is already in flight in this process,
-        leave it to that one (it plans again once committed) — waiting for it first when a
-        background window has run more than the lag bound past the policy."""
-        in_flight = self.slots.take(thread_id)
-        if in_flight is not None:
-            if self.policy.fold == "background" and over_lag(self.policy, job.window):
-                yield wait_future(in_flight)
-                if (again := (yield from self._replan(thread_id))) is not None:
-                    yield from self._after_turn(thread_id, again)
-            return
-        if self.policy.fold == "background":
-            yield IO(self._spawn, self._aspawn, thread_id, job)
-            return
-        yield from self._owned_fold(thread_id, job)
-
-    def _owned_fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
-        """Fold while holding the thread's slot, again while saves asked meanwhile; the slot
-        is released however this ends."""
-        try:
-            while job is not None:
-                yield from self._fold(thread_id, job)
-                if not self.slots.again(thread_id):
-                    return
-                job = yield from self._replan(thread_id)
-        finally:
-            self.slots.release(thread_id)  # a no-op once again() released it
-
-    def _spawn(self, thread_id: str, job: FoldJob) -> None:
-        def work() -> None:
-            try:
-                run_sync(self._owned_fold(thread_id, job))
-            except BaseException as exc:  # a worker must not raise; the turn is committed
-                background_failed(exc)
-        try:
-            run_in_background(work)
-        except WorkersBusy:
-            self.slots.release(thread_id)
-            logger.warning("background fold deferred: every background worker is busy (the "
-                           "next save of the thread plans it again)")
-
-    async def _aspawn(self, thread_id: str, job: FoldJob) -> None:
-        task = asyncio.get_running_loop().create_task(
-            run_async(self._owned_fold(thread_id, job)))
-        self.slots.keep(task, background_failed)
-
-    def drain(self, timeout: float | None = None) -> None:
-        """Wait for this process's folds in flight (``fold="background"``), the agent's
-        background summaries included (they land at the thread's next model call)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for pending in self._pending():
-            pending.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-
-    def settle(self, thread_id: str, timeout: float | None = None) -> bool:
-        """Wait for the thread's fold in flight; whether there was one."""
-        return self.slots.settle(thread_id, timeout)
-
-    async def adrain(self) -> None:
-        for pending in self._pending():
-            await pending.await_all()
-
-    def pending_folds(self) -> int:
-        return sum(p.count() for p in self._pending())
-
-    def _pending(self) -> list[FoldSlots | AgentFolds]:
-        return [self.slots] if self.hooks is None else [self.slots, self.hooks.folds]
-
-    def _fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
+    def _fold(self, thread_id: str, job: FoldJob | None, owned: bool = False) -> Steps[None]:
         """Summarize with no lock held, then commit the fold with a compare-and-set: it
-        lands only if the thread still asks for the very fold that was summarized."""
+        lands if the thread's summary is the one it folded onto and the messages it folded
+        still head the window (turns saved meanwhile stay after them). ``owned``: the fold of
+        the thread's slot (a save past the lag bound may be waiting for it)."""
         folder = self.folder
         held = job is not None and folder.backing_off(thread_id)
         if held and not folder.exhausted(thread_id):
@@ -327,14 +274,19 @@ class MemoryEngine(Engine):
 
             def apply(prev: str, folds: int, window: Sequence[BaseMessage], p: FoldPlan,
                       job: FoldJob = job, summary: str = summary) -> str | None:
-                if job.same(prev, folds, window, p):
+                if job.lands_on(prev, folds, window):
                     return summary
-                replanned.append(FoldJob(prev, folds, tuple(window), p))
+                with landing(None):  # the thread moved on: what it asks for now
+                    replanned.append(FoldJob(prev, folds, tuple(window),
+                                             self.policy.plan_fold(window)))
                 return None
 
-            def body(tx: Tx, record: FoldRecord = record) -> Steps[bool]:
-                applied = yield from self._step(tx, [], apply)
+            def body(tx: Tx, record: FoldRecord = record, job: FoldJob = job) -> Steps[bool]:
+                applied = yield from self._step(tx, [], apply, lands=job)
                 if applied:  # the state and its record commit together
+                    lag = self.slots.lagging(thread_id) if owned else None
+                    if lag is not None:  # a save past the lag bound waited for this fold
+                        record = dataclasses.replace(record, lag={**lag, "landed": True})
                     yield from folder.record_in(tx, record)
                 return applied
 

@@ -75,6 +75,9 @@ class FoldRecord:
     # a migration's record: the source's (count, newest id) and the state written (a re-run
     # skips the thread while both still match: ``compat.migration``)
     source: dict[str, Any] | None = None
+    # a background fold past the policy's lag bound: what the save that waited for it saw
+    # (``window`` > ``bound``, in ``unit``), and whether the fold ``landed`` within the wait
+    lag: dict[str, Any] | None = None
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def as_dict(self) -> dict[str, Any]:
@@ -103,7 +106,7 @@ class FoldRecord:
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A record without the fields that differ between equivalent backends (timing, backend
     name, and message ids, which each memory assigns to id-less messages itself)."""
-    skip = ("at", "duration_ms", "backend", "folded_first_id", "folded_last_id", "source")
+    skip = ("at", "duration_ms", "backend", "folded_first_id", "folded_last_id", "source", "lag")
     return {k: v for k, v in record.items() if k not in skip}
 
 
@@ -123,6 +126,17 @@ class FoldJob:
     def same(self, summary: str, folds: int, window: Sequence[BaseMessage], plan: FoldPlan) -> bool:
         return (summary, folds) == (self.summary, self.folds) and _keys(
             window[: plan.cutoff]) == _keys(self.folded)
+
+    def heads(self, window: Sequence[BaseMessage]) -> bool:
+        """Whether the messages this job folds are still the head of ``window`` (turns may
+        have landed after them: a fold commits on the prefix it summarized)."""
+        cutoff = self.plan.cutoff
+        return 0 < cutoff < len(window) and _keys(window[:cutoff]) == _keys(self.folded)
+
+    def lands_on(self, summary: str, folds: int, window: Sequence[BaseMessage]) -> bool:
+        """The compare-and-set of a fold's commit: the same summary and fold count, and the
+        folded messages still head the window."""
+        return (summary, folds) == (self.summary, self.folds) and self.heads(window)
 
 
 def _keys(messages: Sequence[BaseMessage]) -> list[tuple]:
@@ -236,6 +250,19 @@ class Folder:
             summarizer=summarizer_name(self.summarizer),
             prompt_version=policy.prompt_version, policy=policy.recorded(),
             duration_ms=round(seconds * 1000, 3), error=error, backend=self.backend)
+
+    def lag_record(self, thread_id: str, job: FoldJob, lag: dict[str, Any]) -> FoldRecord:
+        """What a save past the lag bound leaves when the fold in flight (``job``) has not
+        landed within the time bound: the save returned without it (its turn is stored; the
+        fold lands, or is planned again, later). Written once per fold in flight."""
+        error = (f"lag bound exceeded: the window is {lag['window']} {lag['unit']}, past "
+                 f"{lag['bound']} (the trigger plus the lag allowed); the fold in flight for "
+                 f"{lag['in_flight_ms'] / 1000:.1f} s has not landed and the save returned "
+                 "without it")
+        return dataclasses.replace(
+            self.record(thread_id, job, "", error, lag["waited_ms"] / 1000), trigger="lag",
+            messages_before=lag["messages"], messages_kept=lag["messages"], folded=0,
+            folded_first_id=None, folded_last_id=None, lag=lag)
 
     def record_steps(self, thread_id: str, record: FoldRecord) -> Steps[None]:
         """The record in a transaction of its own."""

@@ -1,17 +1,25 @@
 """Where a fold cuts a window: the smallest cut whose remainder fits the policy's keep
-limits, never into the newest turn (``MemoryPolicy.plan_fold``)."""
+limits, never into the newest turn (``MemoryPolicy.plan_fold``).
+
+A fold summarized in the background lands where it was planned: while the engine commits it
+(``landing(job)``, around one step of the real class, no I/O inside), ``plan_fold`` answers the
+job's own cut as long as the messages it folded still head the window — turns that landed
+meanwhile stay in the window for a later fold instead of moving the cut past what was
+summarized."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from adapters.tokens import is_monotonic
 
-__all__ = ["FoldPlan", "plan_fold"]
+__all__ = ["FoldPlan", "landing", "plan_fold"]
 
 
 @dataclass(frozen=True)
@@ -22,12 +30,39 @@ class FoldPlan:
     reason: str  # e.g. "tokens>200", "messages>6"; "" when nothing is folded
 
 
+class Landing(Protocol):
+    """A fold being committed (``adapters.fold.FoldJob``): its cut, and whether the messages
+    it folded still head a window."""
+
+    plan: FoldPlan
+
+    def heads(self, window: Sequence[BaseMessage]) -> bool: ...
+
+
+_LANDING: ContextVar[Landing | None] = ContextVar("memshift_landing", default=None)
+
+
+@contextmanager
+def landing(job: Landing | None) -> Iterator[None]:
+    """While this block runs (in this thread or task), ``plan_fold`` cuts where ``job`` was
+    planned whenever ``job``'s folded messages still head the window (``None``: never)."""
+    token = _LANDING.set(job)
+    try:
+        yield
+    finally:
+        _LANDING.reset(token)
+
+
 def plan_fold(self: Any, window: Sequence[BaseMessage]) -> FoldPlan:
-    """The smallest cut whose remainder fits the keep limits; never into the newest turn.
+    """The smallest cut whose remainder fits the keep limits; never into the newest turn
+    (or, while a fold lands, its own cut: ``landing``).
 
     The plan is the same for every counter; only the cost differs. An additive counter
     (the built-ins) counts each message once: linear. A monotonic one is bisected over the
     cut points. Any other callable gets the plain scan, one count per candidate tail."""
+    job = _LANDING.get()
+    if job is not None and job.heads(window):
+        return job.plan
     if self.counts_tokens and self.additive:
         return _plan_additive(self, window)
     reason = self.trigger_reason(window)

@@ -11,6 +11,12 @@ loop (an async save). ``drain()``/``adrain()`` wait for them.
 Nothing here holds a lock across I/O: the slot table's lock guards a dict for microseconds.
 A fold that never runs (the process died, the workers were busy) loses nothing: the turn is
 committed, and the next save of the thread plans the fold again from the stored state.
+
+The lag bound (background folds): a save waits for the fold in flight only when its window is
+past the policy's trigger plus ``max_lag_tokens`` (``lag_of``), and then at most until that
+fold has been in flight ``lag_seconds(policy)``; past that it returns, and a fold record says
+the bound was exceeded (once per fold in flight). A hung provider never holds a save for its
+``summary_timeout``.
 """
 
 from __future__ import annotations
@@ -24,17 +30,27 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["AgentFolds", "FoldSlots", "background_failed", "over_lag"]
+__all__ = ["AgentFolds", "FoldSlots", "background_failed", "lag_of", "lag_seconds", "over_lag"]
 
 logger = logging.getLogger("memshift")
 
+# seconds: the longest a save past the lag bound waits for the fold in flight, counted from
+# when that fold started (a policy's ``max_lag_seconds``, when it has one, instead); never
+# more than one ``summary_timeout``
+LAG_SECONDS = 5.0
+
 
 class _Slot:
-    __slots__ = ("dirty", "done")
+    __slots__ = ("dirty", "done", "fold", "job", "since", "lag", "late")
 
     def __init__(self) -> None:
         self.dirty = False
-        self.done: Future[None] = Future()
+        self.done: Future[None] = Future()  # the thread's folds end (the slot is released)
+        self.fold: Future[None] = Future()  # the fold being summarized now ends
+        self.job: Any = None  # what it folds (``adapters.fold.FoldJob``)
+        self.since = time.monotonic()  # when it started
+        self.lag: dict[str, Any] | None = None  # what a save past the lag bound saw meanwhile
+        self.late = False  # its lag record is written (the time bound passed)
 
 
 class _Pending:
@@ -98,6 +114,53 @@ class FoldSlots(_Pending):
             self._slots[thread_id] = _Slot()
             return None
 
+    def begin(self, thread_id: str, job: Any) -> None:
+        """The slot's holder starts summarizing ``job`` (saves past the lag bound wait for
+        this fold, not for the ones it chains)."""
+        with self._lock:
+            slot = self._slots.get(thread_id)
+            if slot is None:
+                return
+            if slot.fold.done():
+                slot.fold = Future()
+            slot.job, slot.since, slot.lag, slot.late = job, time.monotonic(), None, False
+
+    def finish(self, thread_id: str) -> None:
+        """The fold begun last has ended (committed, deferred or failed)."""
+        with self._lock:
+            slot = self._slots.get(thread_id)
+        if slot is not None and not slot.fold.done():
+            slot.fold.set_result(None)
+
+    def waiting(self, thread_id: str, lag: dict[str, Any],
+                seconds: float) -> tuple[Future[None], float] | None:
+        """A save past the lag bound: the future of the fold in flight and how long it may
+        still be waited for (``seconds`` after it started); ``None`` when none is in flight.
+        The fold's record will say a save waited (``lagging``)."""
+        with self._lock:
+            slot = self._slots.get(thread_id)
+            if slot is None:
+                return None
+            if slot.lag is None or lag["window"] > slot.lag["window"]:
+                slot.lag = lag
+            return slot.fold, slot.since + seconds - time.monotonic()
+
+    def lagging(self, thread_id: str) -> dict[str, Any] | None:
+        """What the saves that waited past the lag bound for the fold in flight saw, if any."""
+        with self._lock:
+            slot = self._slots.get(thread_id)
+            return None if slot is None or slot.lag is None else dict(slot.lag)
+
+    def late(self, thread_id: str, fold: Future[None]) -> tuple[Any, float] | None:
+        """The first save to find ``fold`` past its time bound gets (its job, when it
+        started), to record that; later ones ``None``."""
+        with self._lock:
+            slot = self._slots.get(thread_id)
+            if slot is None or slot.fold is not fold or slot.late or slot.job is None:
+                return None
+            slot.late = True
+            return slot.job, slot.since
+
     def again(self, thread_id: str) -> bool:
         """After a fold: ``True`` if saves asked for one meanwhile (plan again, slot kept);
         else the slot is released."""
@@ -113,6 +176,8 @@ class FoldSlots(_Pending):
         with self._lock:
             slot = self._slots.pop(thread_id, None)
         if slot is not None:
+            if not slot.fold.done():
+                slot.fold.set_result(None)
             slot.done.set_result(None)
 
     def settle(self, thread_id: str, timeout: float | None = None) -> bool:
@@ -175,13 +240,34 @@ class AgentFolds(_Pending):
             return [future for _, future in self._jobs.values() if not future.done()]
 
 
-def over_lag(policy: Any, window: Any) -> bool:
-    """A background window more than the lag bound past the policy (``max_lag_tokens``,
-    default one fold's worth; twice ``max_messages`` by count): the turn waits for its fold."""
+def lag_of(policy: Any, window: Any) -> dict[str, Any] | None:
+    """How far a background window is past the lag bound (``max_lag_tokens`` past the
+    trigger, default one fold's worth; twice ``max_messages`` by count), or ``None`` when it
+    is within: ``{"unit", "window", "bound", "messages"}``."""
     if policy.max_tokens is not None:
         lag = policy.max_lag_tokens if policy.max_lag_tokens is not None else policy.max_tokens
-        return bool(policy.count(list(window)) > policy.max_tokens + lag)
-    return policy.max_messages is not None and len(window) > 2 * policy.max_messages
+        bound, tokens = policy.max_tokens + lag, policy.count(list(window))
+        if tokens > bound:
+            return {"unit": "tokens", "window": tokens, "bound": bound, "messages": len(window)}
+        return None
+    if policy.max_messages is not None and len(window) > 2 * policy.max_messages:
+        return {"unit": "messages", "window": len(window), "bound": 2 * policy.max_messages,
+                "messages": len(window)}
+    return None
+
+
+def over_lag(policy: Any, window: Any) -> bool:
+    """A background window more than the lag bound past the policy: the turn may wait (at
+    most ``lag_seconds``) for its fold."""
+    return lag_of(policy, window) is not None
+
+
+def lag_seconds(policy: Any) -> float:
+    """The longest a save past the lag bound waits for the fold in flight, from when that
+    fold started: the policy's ``max_lag_seconds`` if it has one, else ``LAG_SECONDS``; never
+    more than one ``summary_timeout``."""
+    seconds = policy.max_lag_seconds
+    return min(LAG_SECONDS if seconds is None else float(seconds), policy.summary_timeout)
 
 
 def background_failed(exc: BaseException) -> None:

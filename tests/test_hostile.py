@@ -188,6 +188,7 @@ NUMERIC_FIELDS = {  # field -> values it must refuse (bools, text, out of range)
     "model_window": [True, 0, -1, "1000", 0.5],
     "max_failed_folds": [True, 0, -1, "3", 1.5],
     "max_lag_tokens": [True, 0, -1, "3", 1.5],
+    "max_lag_seconds": [True, 0, -1, 86_401, "5"],
 }
 
 
