@@ -8,69 +8,35 @@ waits for it: the candidate's view is compared on its worker, behind the writes 
 the read, against a snapshot of the primary's (``raise_on_mismatch=True`` waits and raises, for
 tests). A circuit breaker turns the candidate off for a cool-down after consecutive failures.
 Sampling is per thread (a thread is mirrored completely or not at all), so views stay
-comparable.
+comparable. What is recorded and how: ``adapters.shadow_record``; the candidate's worker:
+``adapters.shadow_queue``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
-import logging
-import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from adapters.diff_classes import Rules
-from adapters.telemetry import TELEMETRY
 from adapters.engine import MemoryEngine
+from adapters.errors import MismatchError
 from adapters.io import Steps, wait_future
 from adapters.protocol import Engine, Guard, Location
+from adapters.shadow_queue import CandidateQueue
+from adapters.shadow_record import Mismatch, MismatchLog, read_log  # noqa: F401 (re-exported)
 from adapters.stores.base import Placement, Store, Tx
-from adapters.errors import MismatchError
+from adapters.telemetry import TELEMETRY
 from adapters.view import MemoryView, ThreadRecord, detach
 
 __all__ = ["Mismatch", "ShadowEngine", "read_log"]
-
-logger = logging.getLogger("memshift.shadow")
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    thread_id: str
-    turn: int  # saves seen on the thread by this process
-    kind: str  # "view" | "candidate_error" | "candidate_timeout" | "candidate_dropped" | "candidate_disabled"
-    diff: list[str]
-    timings: dict[str, float] = field(default_factory=dict)  # primary_ms, candidate_ms
-    at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-    cls: str = ""  # the class of difference (``adapters.diff_classes``); failures: their kind
-    ignored: bool = False  # an expected class (``ignore=``): recorded, never counted by a guard
-
-
-def read_log(path: str) -> Iterator[Mismatch | None]:
-    """The records of a shadow log (``log_path``), oldest first; ``None`` for a line that is
-    not one (a torn write, an edit). Lines from before classes existed take their kind."""
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            try:
-                entry = json.loads(line)
-                thread_id, kind = entry["thread_id"], entry["kind"]
-                record = Mismatch(thread_id, int(entry.get("turn", 0)), kind,
-                                  list(entry.get("diff", [])), dict(entry.get("timings", {})),
-                                  str(entry.get("at", "")), str(entry.get("cls") or kind),
-                                  bool(entry.get("ignored")))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                yield None
-                continue
-            yield record if isinstance(thread_id, str) and isinstance(kind, str) else None
 
 
 class ShadowEngine(Engine):
@@ -88,21 +54,17 @@ class ShadowEngine(Engine):
                  rules: Rules | None = None) -> None:
         self.primary, self.candidate_backend = primary, candidate
         self.rules = rules or Rules()
-        self.classes: Counter[tuple[str, bool]] = Counter()  # (class, ignored) -> mismatches
         self.raise_on_mismatch = raise_on_mismatch
-        self.sample, self.on_mismatch, self.log_path = sample, on_mismatch, log_path
-        self.timeout, self.max_recorded = timeout, max_recorded
+        self.sample, self.timeout = sample, timeout
+        self.log = MismatchLog(on_mismatch=on_mismatch, log_path=log_path,
+                               max_recorded=max_recorded)
         self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
-        self._mismatches: list[Mismatch] = []
         self.compared = self.dropped = 0
-        self._turns: dict[str, int] = {}
         self._failures = 0
         self._disabled_until = 0.0
         self._guard = threading.Lock()
-        self._queue: queue.Queue[tuple[Future, Callable[[], Any], str] | None] = \
-            queue.Queue(max_queue)
-        self._worker = threading.Thread(target=self._run, name="memshift-shadow", daemon=True)
-        self._worker.start()
+        self.candidates = CandidateQueue(max_queue)
+        self._queue = self.candidates.queue  # (its bound: tests shrink it)
 
     # -- what the protocol asks of every engine -----------------------------------------------
     policy = property(lambda self: self.primary.policy)
@@ -118,7 +80,12 @@ class ShadowEngine(Engine):
 
     @property
     def mismatches(self) -> list[Mismatch]:
-        return self._mismatches
+        return self.log.mismatches
+
+    @property
+    def classes(self) -> Counter[tuple[str, bool]]:
+        """Mismatches per (class, ignored)."""
+        return self.log.classes
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -209,59 +176,19 @@ class ShadowEngine(Engine):
     def _record(self, thread_id: str, kind: str, diff: list[str],
                 timings: dict[str, float] | None = None, cls: str = "",
                 ignored: bool = False) -> None:
-        redactor = self.policy.redactor  # diffs quote conversation text: scrub it like the rest
-        if redactor is not None:
-            diff = [redactor(d) for d in diff]
-        mismatch = Mismatch(thread_id, self._turns.get(thread_id, 0), kind, diff, timings or {},
-                            cls=cls or kind, ignored=ignored)
-        TELEMETRY.mismatch(kind, mismatch.cls, ignored)
-        with self._guard:
-            self.classes[(mismatch.cls, ignored)] += 1
-            if len(self._mismatches) < self.max_recorded:
-                self._mismatches.append(mismatch)
-        logger.info("shadow mismatch (%s, class %s%s) on a thread at turn %d", kind,
-                    mismatch.cls, ", ignored" if ignored else "", mismatch.turn)
-        if self.log_path:
-            try:
-                with open(self.log_path, "a", encoding="utf-8") as log:
-                    fcntl.flock(log, fcntl.LOCK_EX)  # erasure rewrites the log under this lock
-                    log.write(json.dumps(asdict(mismatch), ensure_ascii=False) + "\n")
-            except OSError:
-                logger.exception("cannot write the shadow log")
-        if self.on_mismatch is not None:
-            try:
-                self.on_mismatch(mismatch)
-            except Exception:  # a broken publisher never breaks a request
-                logger.exception("on_mismatch callback failed")
+        self.log.record(thread_id, kind, diff, timings, cls, ignored, self.policy.redactor)
 
     def forget_mismatches(self, thread_id: str) -> int:
         """Drop the thread's recorded mismatches (erasure: their diffs quote its text)."""
-        with self._guard:
-            kept = [m for m in self._mismatches if m.thread_id != thread_id]
-            removed = len(self._mismatches) - len(kept)
-            self._mismatches[:] = kept
-            self._turns.pop(thread_id, None)
-        return removed + self.primary.forget_mismatches(thread_id)
+        return self.log.forget(thread_id) + self.primary.forget_mismatches(thread_id)
 
     # -- the candidate worker ----------------------------------------------------------------
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            future, fn, _thread = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:  # handed to whoever waits, or recorded
-                    future.set_exception(exc)
-
     def _submit(self, thread_id: str, what: str, fn: Callable[[], Any]) -> Future | None:
-        future: Future = Future()
-        try:
-            self._queue.put_nowait((future, fn, thread_id))
-        except queue.Full:
+        future = self.candidates.submit(thread_id, fn)
+        if future is None:
             self.dropped += 1
             TELEMETRY.drop()
             self._record(thread_id, "candidate_dropped", [f"{what}: candidate queue full"])
-            return None
         return future
 
     def _candidate_write(self, thread_id: str, what: str, fn: Callable[[], Any]) -> None:
@@ -328,8 +255,7 @@ class ShadowEngine(Engine):
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:
-        with self._guard:
-            self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
+        self.log.saw_turn(thread_id)
         stored: list[BaseMessage] | None = None
         try:
             stored = yield from self.primary.save_steps(thread_id, turn, fold, guard)
@@ -376,10 +302,7 @@ class ShadowEngine(Engine):
         """Wait until the candidate has done everything queued so far (and both sides'
         background folds)."""
         self.primary.drain(timeout)
-        if self._worker.is_alive():
-            future: Future = Future()
-            self._queue.put((future, lambda: None, ""))
-            future.result(timeout=timeout)
+        self.candidates.drain(timeout)
         self.candidate_backend.drain(timeout)
 
     async def adrain(self) -> None:
@@ -395,25 +318,9 @@ class ShadowEngine(Engine):
         is recorded as a ``candidate_dropped`` mismatch per thread, with its count: nothing
         is lost in silence."""
         timeout = self.timeout if timeout is None else timeout
-        if self._worker.is_alive():
-            if drain:
-                try:  # a hung candidate may keep the queue full: the wait is bounded too
-                    self._queue.put(None, timeout=timeout)
-                    self._worker.join(timeout)
-                except queue.Full:
-                    logger.warning("shadow candidate did not drain within %.0f s", timeout)
-            dropped: dict[str, int] = {}
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None and item[0].cancel() and item[2]:
-                    dropped[item[2]] = dropped.get(item[2], 0) + 1
-            self._queue.put_nowait(None)  # the worker, if running, stops after its write
-            for thread_id, count in dropped.items():
-                self.dropped += count
-                self._record(thread_id, "candidate_dropped", [
-                    f"close(drain={drain}): {count} queued candidate write(s) dropped"])
+        for thread_id, count in self.candidates.stop(drain, timeout).items():
+            self.dropped += count
+            self._record(thread_id, "candidate_dropped", [
+                f"close(drain={drain}): {count} queued candidate write(s) dropped"])
         self.primary.close(drain)
         self.candidate_backend.close(drain)

@@ -3,8 +3,8 @@
 Without ``opentelemetry-api`` nothing is imported and every hook is a constant check: the
 drivers get their steps back untouched. With it, memshift records on the global providers
 once the application installs an SDK (checked at most once a second; until then the hooks
-stay as cheap as without the API), or on the providers given to :func:`configure`.
-``MEMSHIFT_OTEL=0`` turns it off.
+stay as cheap as without the API, and OpenTelemetry is not even imported), or on the
+providers given to :func:`configure`. ``MEMSHIFT_OTEL=0`` turns it off.
 
 Attributes are numbers and names only: a thread is its hash (``thread_hash``), never its id;
 no message text, summary or secret is ever an attribute. Metric names (meter ``memshift``):
@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib.util
 import os
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
@@ -48,9 +51,23 @@ def thread_hash(thread_id: str) -> str:
     return digest.hexdigest()[:16]
 
 
+_OFF = ("0", "false", "no", "off")
+# providers named in the environment: the API builds them on its first use, no import needed
+_PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+
+
+def _api_found() -> bool:
+    """Whether OpenTelemetry's API is installed and not turned off, found without importing
+    it (``import compat`` must not load it for an application that never uses it)."""
+    if os.environ.get("MEMSHIFT_OTEL", "1").strip() in _OFF:
+        return False
+    try:
+        return importlib.util.find_spec("opentelemetry") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _api() -> tuple[Any, Any] | None:
-    if os.environ.get("MEMSHIFT_OTEL", "1").strip() in ("0", "false", "no", "off"):
-        return None
     try:
         from opentelemetry import metrics, trace
     except ImportError:
@@ -58,22 +75,41 @@ def _api() -> tuple[Any, Any] | None:
     return metrics, trace
 
 
+def _global_sdk_possible() -> bool:
+    """An application that installs an SDK globally has imported the API's ``trace`` or
+    ``metrics`` module (or names a provider in the environment): without either, nothing
+    could receive a record, and OpenTelemetry stays unimported."""
+    return "opentelemetry.trace" in sys.modules or "opentelemetry.metrics" in sys.modules \
+        or any(name in os.environ for name in _PROVIDER_ENV)
+
+
 class _Telemetry:
-    """The instruments, made once per provider pair; ``on`` is False without the API."""
+    """The instruments, made on first need per provider pair: ``configure``'s providers at
+    once, the global ones when an SDK is first seen there. ``on`` is False without the API."""
 
     def __init__(self) -> None:
-        self.on = self._live = self._explicit = False
+        self.on = self._live = self._explicit = self._ready = False
         self._next_check = 0.0
         self._pending: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     def setup(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
+        """Record on these providers (made now), or with none, on the global ones once an SDK
+        is installed there (nothing is imported until then)."""
+        with self._lock:
+            self.on = _api_found()
+            self._explicit = meter_provider is not None or tracer_provider is not None
+            self._ready = self._live = False
+            self._next_check = 0.0
+            if self.on and self._explicit:
+                self._instruments(meter_provider, tracer_provider)
+
+    def _instruments(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
         api = _api()
-        self.on = api is not None
-        if api is None:
+        if api is None:  # found but not importable (a partial install)
+            self.on = False
             return
         metrics, trace = api
-        self._explicit = meter_provider is not None or tracer_provider is not None
-        self._next_check = 0.0
         version = _version()
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("memshift", version)
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("memshift",
@@ -93,22 +129,31 @@ class _Telemetry:
                              description="candidate writes dropped (queue full)")
         meter.create_observable_gauge("memshift.folds.pending", callbacks=[self._observe],
                                       description="background folds not yet landed")
+        self._ready = True
 
     def live(self) -> bool:
         """Whether anything would receive what memshift records: providers given to
         ``configure``, or an SDK installed globally (checked at most once a second). With the
-        API alone, the drivers run bare: no hash, no span, no clock read."""
+        API alone, the drivers run bare: no hash, no span, no clock read, no import."""
         if not self.on:
             return False
         if self._explicit:
             return True
         now = time.monotonic()
         if now >= self._next_check:
-            from adapters._upstream import otel_sdk_installed
-
             self._next_check = now + 1.0
-            self._live = otel_sdk_installed()
+            self._live = _global_sdk_possible() and self._global_sdk()
         return self._live
+
+    def _global_sdk(self) -> bool:
+        from adapters._upstream import otel_sdk_installed
+
+        if not otel_sdk_installed():
+            return False
+        with self._lock:
+            if not self._ready and not self._explicit:
+                self._instruments()
+        return self.on
 
     # -- what the library reports -----------------------------------------------------------
     def watch(self, engine: Any) -> None:

@@ -1,4 +1,10 @@
-"""memshift's public facade: ``from compat import SummaryMemory, MemoryPolicy``."""
+"""memshift's public facade: ``from compat import SummaryMemory, MemoryPolicy``.
+
+``import compat`` loads the facade, its engines and stores only. The tools beside the memory
+(``migrate``, ``replay_file``, the sources, ``admin``, the shadow's records) are loaded at
+their first use (PEP 562 ``__getattr__``): every application pays at start for what it runs
+on every request, and a migration's tools only when it migrates.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import importlib.util
 import sys
 import types
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat._guard import AdaptersConflictError, check_adapters_package
 
@@ -42,25 +48,31 @@ from adapters.errors import (  # noqa: E402
     ThreadIdRequired,
     UnknownArgumentError,
 )
-from compat import admin  # noqa: E402
 from compat._stock import MOVED as _MOVED  # noqa: E402
 from compat.memory import SummaryMemory  # noqa: E402
-from compat.migration import MigrationReport, migrate  # noqa: E402
-from compat.replay import ReplayReport, replay_file  # noqa: E402
-from compat.sources import (  # noqa: E402
-    ClassicHistorySource,
-    GraphSource,
-    SummaryMemorySource,
-    ThreadSource,
-)
-from adapters.fold import FoldRecord  # noqa: E402
-from adapters.workers import WorkersBusy, set_summarizer_workers  # noqa: E402
-from adapters.diff_classes import DiffClass  # noqa: E402
-from adapters.shadow import Mismatch  # noqa: E402
 
-_MOVED.update({name: getattr(admin, name) for name in (
-    "pin", "unpin", "placement", "restore_thread", "resummarize", "summary_history",
-    "thread_ids", "iter_thread_ids", "reopen", "open_read_only")})
+if TYPE_CHECKING:  # loaded at first use, by __getattr__ below
+    from adapters.diff_classes import DiffClass
+    from adapters.fold import FoldRecord
+    from adapters.shadow import Mismatch
+    from adapters.workers import WorkersBusy, set_summarizer_workers
+    from compat import admin
+    from compat._histories import MemshiftChatHistory
+    from compat.migration import MigrationReport, migrate
+    from compat.replay import ReplayReport, replay_file
+    from compat.sources import ClassicHistorySource, GraphSource, SummaryMemorySource, ThreadSource
+
+
+def _admin_functions() -> dict[str, Any]:
+    """``memory.<name>(...)`` that moved to ``compat.admin.<name>(memory, ...)``: resolved at
+    the first such call (``compat._stock`` may not import ``compat.admin``, which builds
+    memories)."""
+    import compat.admin
+
+    return {name: getattr(compat.admin, name) for name in _MOVED.names}
+
+
+_MOVED.register(_admin_functions)
 
 # modules that moved: ``import compat.cli_migrate`` still works, with a DeprecationWarning
 _MOVED_MODULES = {"compat.cli_migrate": "compat.cli.migrate", "compat.cli_rollout":
@@ -132,9 +144,36 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    """The lazy names too, for ``dir(compat)`` and completion."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
-    # a BaseChatMessageHistory subclass: defined on first use (see compat._histories)
-    if name == "MemshiftChatHistory":
+    """A public name loaded at its first use, then kept as a module attribute."""
+    value = _load(name)
+    globals()[name] = value  # the next access is a plain attribute read
+    return value
+
+
+def _load(name: str) -> Any:  # noqa: PLR0911 - one branch per module: each import is visible
+    if name == "admin":
+        import compat.admin
+
+        return compat.admin
+    if name in ("migrate", "MigrationReport"):
+        from compat import migration
+
+        return getattr(migration, name)
+    if name in ("replay_file", "ReplayReport"):
+        from compat import replay
+
+        return getattr(replay, name)
+    if name in ("ClassicHistorySource", "GraphSource", "SummaryMemorySource", "ThreadSource"):
+        from compat import sources
+
+        return getattr(sources, name)
+    if name == "MemshiftChatHistory":  # a BaseChatMessageHistory subclass (see _histories)
         from compat._histories import MemshiftChatHistory
 
         return MemshiftChatHistory
@@ -142,4 +181,20 @@ def __getattr__(name: str) -> Any:
         from langchain_classic.memory.prompt import SUMMARY_PROMPT
 
         return SUMMARY_PROMPT
+    if name == "FoldRecord":
+        from adapters.fold import FoldRecord
+
+        return FoldRecord
+    if name in ("WorkersBusy", "set_summarizer_workers"):
+        from adapters import workers
+
+        return getattr(workers, name)
+    if name == "DiffClass":
+        from adapters.diff_classes import DiffClass
+
+        return DiffClass
+    if name == "Mismatch":
+        from adapters.shadow import Mismatch
+
+        return Mismatch
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

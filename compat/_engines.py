@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters import MemoryPolicy, Store, open_store
@@ -149,12 +150,16 @@ def build_engine(memory: SummaryMemory, name: str, summarizer: Any, store: Store
                           "another store)")
     if name != "shadow":  # the sides this store can host (its concerns)
         hosted = capabilities(store)
-        return StagedEngine(
-            classic=_one(memory, "classic", policy, summarizer, store)
-            if "classic" in hosted else None,
-            middleware=_one(memory, "middleware", policy, summarizer, store)
-            if "checkpoints" in hosted else None,
-            fixed=name, **route)
+
+        def side(backend: str, concern: str) -> Engine | Callable[[], Engine] | None:
+            """The served side built now; the other only when a thread needs moving."""
+            if concern not in hosted:
+                return None
+            if backend == name:
+                return _one(memory, backend, policy, summarizer, store)
+            return lambda: _one(memory, backend, policy, summarizer, store)
+        return StagedEngine(classic=side("classic", "classic"),
+                            middleware=side("middleware", "checkpoints"), fixed=name, **route)
     shadow = shadow or ShadowConfig()
     if shadow.primary not in ("classic", "middleware") or \
             shadow.candidate not in ("classic", "middleware"):

@@ -11,7 +11,7 @@ stock on the bound thread (an unbound memory on a persistent store raises
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain_core.messages import BaseMessage, get_buffer_string
@@ -46,9 +46,49 @@ if TYPE_CHECKING:
 else:
     PromptField = Annotated[Any, AfterValidator(_a_prompt)]
 
-# memory.<name>(...) moved to compat.admin.<name>(memory, ...): registered by compat/__init__.py
-# (this package's facade does not import compat.admin)
-MOVED: dict[str, Any] = {}
+
+class MovedFunctions:
+    """``memory.<name>(...)`` that moved to ``compat.admin.<name>(memory, ...)``: the names
+    are fixed here; the functions come from the loader ``compat/__init__.py`` registers (this
+    module may not import ``compat.admin``, which builds memories), run at the first call of
+    a moved name, so ``import compat`` never loads ``compat.admin``."""
+
+    def __init__(self, names: Iterable[str], pending: Iterable[str] = ()) -> None:
+        self.pending = frozenset(pending)  # moved lately: a PendingDeprecationWarning first
+        self.names = frozenset(names) | self.pending
+        self._loaders: list[Callable[[], Mapping[str, Any]]] = []
+        self._functions: dict[str, Any] = {}
+
+    def register(self, loader: Callable[[], Mapping[str, Any]]) -> None:
+        self._loaders.append(loader)
+
+    def update(self, functions: Mapping[str, Any]) -> None:
+        """Functions given directly (as ``compat`` did before it loaded them lazily)."""
+        self._functions.update(functions)
+
+    def get(self, name: str) -> Any:
+        if name not in self.names:
+            return None
+        if name not in self._functions:  # loaders are idempotent: no lock, no lost loader
+            for load in self._loaders:
+                self._functions.update(load())
+        return self._functions.get(name)
+
+    def __getitem__(self, name: str) -> Any:
+        function = self.get(name)
+        if function is None:
+            raise KeyError(name)
+        return function
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+
+MOVED = MovedFunctions(
+    ("pin", "unpin", "placement", "restore_thread", "resummarize", "summary_history",
+     "thread_ids", "iter_thread_ids", "reopen", "open_read_only"),
+    # documented in the guide and called by compat.testing's suites: warned as pending first
+    pending=("forget", "arelease"))
 # stock names with no memshift equivalent -> what to use instead
 _INSTEAD = {
     "validate_prompt_input_variables": "nothing: SummaryMemory validates its prompt at construction",
@@ -192,6 +232,7 @@ class StockSurface:
         function = MOVED.get(name) if name[0] != "_" and name != "open_read_only" else None
         if function is not None:
             warnings.warn(f"memory.{name}(...) is compat.admin.{name}(memory, ...)",
+                          PendingDeprecationWarning if name in MOVED.pending else
                           DeprecationWarning, stacklevel=2)
             return lambda *args, **kwargs: function(self, *args, **kwargs)
         try:

@@ -7,7 +7,8 @@ writes (``restore_thread``), summaries rebuilt from the transcript (``rebuild``,
 ``resummarize``), fold records (``summary_history``), thread listing (``thread_ids``,
 ``iter_thread_ids``, ``last_transcript_id``), conversations out as replay lines
 (``export_conversations``, ``missing_threads``), opening a store read-only
-(``open_read_only``), ``reopen``, and erasure (``forget``: ``compat.erasure``).
+(``open_read_only``), ``reopen``, erasure (``forget``: ``compat.erasure``) and releasing a
+finished event loop's connections (``arelease``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from compat._turns import check_thread_id
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
-__all__ = ["MissingThreads", "Rebuild", "export_conversations", "forget", "iter_thread_ids", "last_transcript_id",
-           "missing_threads", "open_read_only", "pin", "placement", "read_only_memory",
-           "rebuild", "reopen", "restore_thread", "resummarize", "summary_history",
-           "thread_ids", "unpin"]
+__all__ = ["MissingThreads", "Rebuild", "arelease", "export_conversations", "forget",
+           "iter_thread_ids", "last_transcript_id", "missing_threads", "open_read_only", "pin",
+           "placement", "read_only_memory", "rebuild", "reopen", "restore_thread",
+           "resummarize", "summary_history", "thread_ids", "unpin"]
 
 
 # -- placements -------------------------------------------------------------------------------
@@ -58,6 +59,14 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None,
     from compat.erasure import forget as erase
 
     return erase(memory, thread_id, match, **options)
+
+
+async def arelease(memory: SummaryMemory) -> None:
+    """Close this event loop's async connections of the memory's stores, before a loop ends
+    that the memory outlives (one ``asyncio.run`` per request); the memory stays usable.
+    ``async with memory`` / ``memory.aclose()`` do it at the end of the memory's life."""
+    for store in memory.backend_impl.stores():
+        await store.aclose()
 
 
 # -- whole states -----------------------------------------------------------------------------

@@ -4,8 +4,9 @@ It resolves threads, keys and configuration and hands every memory call to one e
 router over both backends, or shadow): ``load``/``save`` and their async twins, the stock
 ``BaseMemory`` API, the transcript, the cutover handles. Operations that are not memory
 (placements, restores, resummarize, fold records, thread listing, read-only opening) are
-functions of ``compat.admin`` that take a memory; the stock attributes live in
-``compat._stock``.
+functions of ``compat.admin`` that take a memory (``forget`` and ``arelease`` too: the old
+``memory.forget``/``memory.arelease`` still answer, with a PendingDeprecationWarning); the
+stock attributes live in ``compat._stock``.
 """
 
 from __future__ import annotations
@@ -213,13 +214,6 @@ class SummaryMemory(StockSurface, BaseMemory):
         with store.guard("transcript"):
             return store.transcript(tid)
 
-    def forget(self, thread_id: str, match: str | None = None, **options: Any) -> Any:
-        """Erase the thread (or, with ``match``, its messages holding that text) from every
-        store, checkpoint, fold record and shadow log; ``compat.erasure.forget``."""
-        from compat.erasure import forget
-
-        return forget(self, thread_id, match, **options)
-
     def chat_history(self, session_id: str) -> MemshiftChatHistory:
         """For ``RunnableWithMessageHistory(get_session_history=memory.chat_history)``."""
         from compat._histories import MemshiftChatHistory
@@ -243,16 +237,13 @@ class SummaryMemory(StockSurface, BaseMemory):
             if not (rt.borrowed and store is rt.store):  # shared: others still use it
                 store.close()
 
-    async def arelease(self) -> None:
-        """This loop's async connections (before a loop ends that the memory outlives)."""
-        for store in self._rt.backend.stores():
-            await store.aclose()
-
     async def aclose(self, drain: bool = True) -> None:
-        """This loop's background folds (``drain``), its async connections, then the rest."""
+        """This loop's background folds (``drain``), its async connections, then the rest.
+        (A memory that outlives its loop: ``compat.admin.arelease(memory)``.)"""
         if drain:
             await self.adrain()
-        await self.arelease()
+        for store in self._rt.backend.stores():
+            await store.aclose()
         self.close(drain)
 
     def __enter__(self) -> SummaryMemory:

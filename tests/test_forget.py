@@ -70,7 +70,7 @@ def test_matching_messages_are_gone_everywhere_and_the_summary_is_rebuilt(
         assert SECRET in memory.load("alice").summary  # folded into the summary already
         before = len(memory.transcript("alice"))
         bob = _state(memory, "bob")
-        report = memory.forget("alice", SECRET)
+        report = admin.forget(memory, "alice", SECRET)
         assert (report.messages_removed, report.messages_kept) == (1, before - 1)
         view = memory.load("alice")
         assert SECRET not in view.summary and view.folds == report.rebuilt_folds >= 1
@@ -123,7 +123,7 @@ def test_in_memory_and_a_live_shadow_forget_too() -> None:
         memory.load("alice")
     memory.drain(30)
     assert any(m.thread_id == "alice" for m in memory.mismatches)
-    report = memory.forget("alice", SECRET)
+    report = admin.forget(memory, "alice", SECRET)
     assert report.mismatches_removed and not any(m.thread_id == "alice"
                                                  for m in memory.mismatches)
     assert SECRET not in memory.load("alice").summary
@@ -138,7 +138,7 @@ def test_dry_run_changes_nothing_and_a_turn_meanwhile_is_kept(tmp_path: Path,
     with SummaryMemory(store=url, policy=POLICY) as memory:
         _talk(memory, "alice", SECRET)
         before = _state(memory, "alice")
-        dry = memory.forget("alice", SECRET, dry_run=True)
+        dry = admin.forget(memory, "alice", SECRET, dry_run=True)
         assert dry.dry_run and dry.messages_removed == 1 and _state(memory, "alice") == before
 
         import compat._rebuild as rebuild
@@ -153,7 +153,7 @@ def test_dry_run_changes_nothing_and_a_turn_meanwhile_is_kept(tmp_path: Path,
             return record
 
         monkeypatch.setattr(rebuild, "rebuild_record", racing)
-        memory.forget("alice", SECRET)
+        admin.forget(memory, "alice", SECRET)
         assert len(calls) == 2  # rebuilt again, with the late turn
         assert memory.transcript("alice")[-1].content == "a late answer"
         assert all(SECRET not in str(m.content) for m in memory.transcript("alice"))
@@ -172,7 +172,7 @@ def test_a_failing_summarizer_erases_nothing(tmp_path: Path) -> None:
         before = _state(memory, "alice")
     with SummaryMemory(store=url, policy=POLICY, summarizer=Down()) as memory:
         with pytest.raises(Exception):
-            memory.forget("alice", SECRET)
+            admin.forget(memory, "alice", SECRET)
         assert _state(memory, "alice") == before  # nothing lost, nothing half-erased
 
 
@@ -220,7 +220,7 @@ def test_a_stock_history_adopted_by_memshift_is_erased_too(tmp_path: Path, whole
     with SummaryMemory(store=url, policy=POLICY) as memory:
         memory.load("t1")  # the first touch adopts the stock history
         assert len(memory.transcript("t1")) == 4
-        report = memory.forget("t1", None if whole else SECRET)
+        report = admin.forget(memory, "t1", None if whole else SECRET)
         assert report.legacy_messages == (4 if whole else 1)
     with SummaryMemory(store=url, policy=POLICY) as fresh:  # a new process: adopts again?
         seen = [m.content for m in fresh.load("t1").messages] + \
@@ -229,7 +229,7 @@ def test_a_stock_history_adopted_by_memshift_is_erased_too(tmp_path: Path, whole
         if whole:
             assert seen == [] and _stock_history(url, "t1").messages == []
             with pytest.raises(NothingToForget):
-                fresh.forget("t1")
+                admin.forget(fresh, "t1")
         else:
             assert [m.content for m in fresh.transcript("t1")] == ["noted", "and the weather?",
                                                                     "sunny"]
@@ -258,7 +258,7 @@ def test_a_tool_call_goes_with_its_result() -> None:
                                ToolMessage("found: a record", tool_call_id="c1"),
                                AIMessage("done")])
     memory.save("t", "next", "ok")
-    report = memory.forget("t", SECRET)
+    report = admin.forget(memory, "t", SECRET)
     assert report.messages_removed == 2  # the call and its result
     kinds = [(m.type, m.content) for m in memory.load("t").messages]
     assert kinds == [("human", "look me up"), ("ai", "done"), ("human", "next"), ("ai", "ok")]
@@ -280,7 +280,7 @@ def test_compaction_reaches_what_earlier_deletes_left_in_free_pages(
         for i in range(40):
             memory.save("alice", *filler_turn("alice", i, 8))
             memory.save("bob", *filler_turn("bob", i, 8))
-        memory.forget("alice", SECRET, compact=compact)
+        admin.forget(memory, "alice", SECRET, compact=compact)
     assert _found(url, SECRET) is not compact
     assert _found(url, "FACT-bob-39")
 
@@ -295,7 +295,7 @@ def test_a_chat_memory_history_is_rewritten_without_the_text() -> None:
     memory = SummaryMemory(chat_memory=history, policy=MemoryPolicy(max_tokens=2000))
     memory.load_memory_variables({})  # the first touch adopts the history
     (tid,) = admin.thread_ids(memory)
-    report = memory.forget(tid, SECRET)
+    report = admin.forget(memory, tid, SECRET)
     assert report.legacy_messages == 1 and report.messages_removed == 1
     assert [m.content for m in history.messages] == ["sure", "thanks", "bye"]
     assert all(SECRET not in str(m.content) for m in memory.transcript(tid))

@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters.stores.tx_saver import read_once
 from adapters.view import detach
-from compat import SummaryMemory
+from compat import SummaryMemory, admin
 from compat.testing import filler_turn
 
 MESSAGES = [
@@ -462,7 +462,7 @@ def test_only_window_rows_of_bounded_size_are_kept_and_an_erasure_drops_them(
     memory.save("t1", "remember the password swordfish", "noted")
     memory.load("t1")
     assert any("swordfish" in raw for raw in schema._decoded)
-    memory.forget("t1")
+    admin.forget(memory, "t1")
     assert not any("swordfish" in raw for raw in schema._decoded)
     memory.close()
 

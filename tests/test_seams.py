@@ -132,7 +132,7 @@ def test_create_agent_after_a_flip_continues_every_thread(kind: str, mode: str,
         assert admin.placement(memory, thread).backend == "middleware"
         assert len(memory.transcript(thread)) == 2 * 6 + 2
     if mode == "async":
-        asyncio.run(memory.arelease())
+        asyncio.run(admin.arelease(memory))
     store.close()
 
 

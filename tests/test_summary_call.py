@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters import MemoryPolicy, open_store
-from compat import SummaryMemory
+from compat import SummaryMemory, admin
 
 MARK = "SUMMARYTOKENS"
 
@@ -97,7 +97,7 @@ def test_no_stream_mode_carries_summary_tokens_as_with_stock(kind: str, mode: st
         assert "on_chat_model_stream" not in events, \
             f"{name}: astream_events carried the summary model's tokens"
     if mode == "async":
-        asyncio.run(agents["memory"].arelease())
+        asyncio.run(admin.arelease(agents["memory"]))
     agents["memory"].close()
 
 

@@ -32,7 +32,8 @@ from adapters.fold import FoldJob
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.policy_forms import stock_forms
 
-__all__ = ["MemshiftState", "MemshiftSummarizationMiddleware", "fold_graph"]
+__all__ = ["FoldCall", "MemshiftState", "MemshiftSummarizationMiddleware", "fold_graph"]
+
 
 class MemshiftState(AgentState):
     """Agent state plus the fold count (so summarizer calls survive restarts)."""
@@ -40,13 +41,48 @@ class MemshiftState(AgentState):
     memshift_folds: NotRequired[int]
 
 
-
 class _Declined(Exception):
     """The fold function said "not now": the stock flow stops with no update."""
 
 
-# the copy ``fold_update`` bound for this call: the summary writer answers for it
-_BOUND: ContextVar[Any] = ContextVar("memshift_bound_middleware", default=None)
+@dataclasses.dataclass
+class FoldCall:
+    """One ``fold_update``/``afold_update`` call: what the middleware's copy for that call
+    folds with (concurrent calls share nothing). ``fold``/``afold``: the fold function the
+    engine handed in; ``ready``: a finished background fold to land; ``folds``: the state's
+    fold count; ``plan``: what ``_determine_cutoff_index`` decided to fold, once it has."""
+
+    fold: FoldFn | None = None
+    afold: Any = None
+    ready: FoldJob | None = None
+    folds: int = 0
+    plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
+
+    def job(self, messages_to_summarize: list[AnyMessage]
+            ) -> tuple[str, int, list[BaseMessage], FoldPlan]:
+        """What to fold: the plan ``_determine_cutoff_index`` made, or (a subclass decided
+        the cutoff its own way) exactly what stock hands over."""
+        if self.plan is not None:
+            return self.plan
+        _, previous, folded = split_summary(messages_to_summarize)
+        return previous, self.folds, folded, FoldPlan(len(folded), "forced")
+
+    def landing(self, summary: str, window: list[BaseMessage]) -> FoldJob | None:
+        """The finished background fold, if it summarized exactly this state's messages."""
+        ready = self.ready
+        if ready is not None and ready.same(summary, self.folds, window, ready.plan):
+            return ready
+        return None
+
+    def counted(self, update: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``update`` with the fold count it leaves (summarizer calls survive restarts)."""
+        if update:
+            update["memshift_folds"] = self.folds + 1
+        return update
+
+
+# the call ``fold_update`` is making: the summary writer answers for it
+_CALL: ContextVar[FoldCall | None] = ContextVar("memshift_fold_call", default=None)
 
 
 class MemshiftSummarizationMiddleware(SummarizationMiddleware):
@@ -72,11 +108,7 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         self.trigger = copy.deepcopy(policy.trigger) if policy.trigger is not None else trigger
         self.keep = policy.keep if policy.keep is not None else keep
         self.hooks = hooks
-        self._fold: FoldFn | None = None
-        self._afold: Any = None
-        self._plan: tuple[str, int, list[BaseMessage], FoldPlan] | None = None
-        self._ready: FoldJob | None = None  # a background fold finished for this call's state
-        self._folds = 0
+        self.call = FoldCall()  # the bound copy of one fold_update call has its own
 
     # -- stock's public token_counter attribute: the policy's counter ------------------------
     @property  # type: ignore[override]
@@ -97,96 +129,73 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
     # -- policy overrides (called by the stock before_model) --------------------------------
     def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
         _, summary, window = split_summary(messages)
-        return self._landing(summary, window) is not None or bool(
+        return self.call.landing(summary, window) is not None or bool(
             self.policy.trigger_reason(window))
 
     def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
         head, summary, window = split_summary(messages)
-        ready = self._landing(summary, window)  # a background fold lands at its own cut
+        call = self.call
+        ready = call.landing(summary, window)  # a background fold lands at its own cut
         plan = ready.plan if ready is not None else self.policy.plan_fold(window)
-        self._plan = (summary, self._folds, window, plan)
+        call.plan = (summary, call.folds, window, plan)
         return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
-
-    def _landing(self, summary: str, window: list[BaseMessage]) -> FoldJob | None:
-        """The finished background fold, if it summarized exactly this state's messages."""
-        ready = self._ready
-        if ready is not None and ready.same(summary, self._folds, window, ready.plan):
-            return ready
-        return None
-
-    def _job(self, messages_to_summarize: list[AnyMessage]
-             ) -> tuple[str, int, list[BaseMessage], FoldPlan]:
-        """What to fold: the plan ``_determine_cutoff_index`` made, or (a subclass decided the
-        cutoff its own way) exactly what stock hands over."""
-        if self._plan is not None:
-            return self._plan
-        _, previous, folded = split_summary(messages_to_summarize)
-        return previous, self._folds, folded, FoldPlan(len(folded), "forced")
 
     # -- the summary writer (upstream's ``summarizer=`` hook) -----------------------------
     def _write_summary(self, messages: list[AnyMessage], config: Any = None) -> str:
-        bound = _BOUND.get()
-        if bound is None:  # called on its own (stock's _create_summary): summarize them
+        call = _CALL.get()
+        if call is None:  # called on its own (stock's _create_summary): summarize them
             _, previous, folded = split_summary(messages)
             return self._hooks().summarize(previous, folded)
-        assert bound._fold is not None, "fold_update binds the fold function"
-        summary = bound._fold(*bound._job(messages))
+        assert call.fold is not None, "fold_update binds the fold function"
+        summary = call.fold(*call.job(messages))
         if summary is None:
             raise _Declined
         return summary
 
     async def _awrite_summary(self, messages: list[AnyMessage], config: Any = None) -> str:
-        bound = _BOUND.get()
-        if bound is None:
+        call = _CALL.get()
+        if call is None:
             _, previous, folded = split_summary(messages)
             return await self._hooks().asummarize(previous, folded)
-        assert bound._afold is not None, "afold_update binds the async fold function"
-        summary = await bound._afold(*bound._job(messages))
+        assert call.afold is not None, "afold_update binds the async fold function"
+        summary = await call.afold(*call.job(messages))
         if summary is None:
             raise _Declined
         return summary
 
     # -- one fold (the stock before_model / abefore_model, on a bound copy) -----------------
-    def _bound(self, state: dict[str, Any], fold: FoldFn | None, afold: Any,
-               ready: FoldJob | None = None) -> Any:
-        """A copy bound to one call (concurrent calls share nothing)."""
+    def for_call(self, call: FoldCall) -> MemshiftSummarizationMiddleware:
+        """A copy of this middleware for one call (concurrent calls share nothing)."""
         bound = copy.copy(self)
-        bound._fold, bound._afold, bound._plan, bound._ready = fold, afold, None, ready
-        bound._folds = int(state.get("memshift_folds") or 0)
+        bound.call = call
         return bound
-
-    @staticmethod
-    def _counted(bound: Any, update: dict[str, Any] | None) -> dict[str, Any] | None:
-        if update:  # the fold count travels with the state (summarizer calls survive restarts)
-            update["memshift_folds"] = bound._folds + 1
-        return update
 
     def fold_update(self, state: dict[str, Any], fold: FoldFn,
                     ready: FoldJob | None = None) -> dict[str, Any] | None:
         """The stock ``before_model`` update with ``fold`` writing the summary, plus the
         fold count (``ready``: a background fold to land, cut where it was planned)."""
-        bound = self._bound(state, fold, None, ready)
-        token = _BOUND.set(bound)
+        call = FoldCall(fold, None, ready, int(state.get("memshift_folds") or 0))
+        token = _CALL.set(call)
         try:
-            return self._counted(bound, SummarizationMiddleware.before_model(
-                bound, state, None))  # type: ignore[arg-type]
+            return call.counted(SummarizationMiddleware.before_model(
+                self.for_call(call), state, None))  # type: ignore[arg-type]
         except _Declined:
             return None
         finally:
-            _BOUND.reset(token)
+            _CALL.reset(token)
 
     async def afold_update(self, state: dict[str, Any], afold: Any,
                            ready: FoldJob | None = None) -> dict[str, Any] | None:
         """``fold_update`` through the stock ``abefore_model`` (an async fold function)."""
-        bound = self._bound(state, None, afold, ready)
-        token = _BOUND.set(bound)
+        call = FoldCall(None, afold, ready, int(state.get("memshift_folds") or 0))
+        token = _CALL.set(call)
         try:
-            return self._counted(bound, await SummarizationMiddleware.abefore_model(
-                bound, state, None))  # type: ignore[arg-type]
+            return call.counted(await SummarizationMiddleware.abefore_model(
+                self.for_call(call), state, None))  # type: ignore[arg-type]
         except _Declined:
             return None
         finally:
-            _BOUND.reset(token)
+            _CALL.reset(token)
 
     # -- inside create_agent ----------------------------------------------------------------
     def _hooks(self) -> AgentHooks:

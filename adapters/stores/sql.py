@@ -5,12 +5,12 @@ A write is one connection and one transaction (``SqlStore.transaction``); the di
 modules bring the per-thread lock that lives exactly as long as it. On PostgreSQL a
 transaction's writes are queued and sent with its next read or its ``COMMIT``
 (``adapters.stores.batch``), on either driver: the async one runs this module's sync code
-in SQLAlchemy's greenlet (``adapters.stores.sql_tx``).
+in SQLAlchemy's greenlet (``adapters.stores.sql_tx``). What the store keeps per thread:
+``adapters.stores.sql_log`` (transcript, folds, placement) and ``adapters.stores.sql_classic``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
@@ -18,22 +18,21 @@ from contextlib import contextmanager, suppress
 from functools import cached_property
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-from sqlalchemy import Integer, Table, bindparam, func, select
+from sqlalchemy import Table, bindparam
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import StoreError
-from adapters.stores.base import ClassicSnapshot, ClassicState, Placement, Placements, Reads, Tx
+from adapters.stores.base import Placements, Reads, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
-    COUNT_TRANSCRIPT, DELETE_CLASSIC, DELETE_FOLDED, DELETE_WINDOW, ERASE_FOLDS, ERASE_PLACEMENT,
-    ERASE_TRANSCRIPT, INSERT_FOLD, INSERT_WINDOW, LAST_IDS,
-    READ_CLASSIC, READ_FOLDS, READ_PLACEMENT, classic_table, dump_message, forget_decoded,
-    load_message, load_placement, load_record, metadata, placement_table, transcript_table,
+    COUNT_TRANSCRIPT, ERASE_FOLDS, ERASE_PLACEMENT, ERASE_TRANSCRIPT, classic_table,
+    forget_decoded, metadata,
 )
-from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn
+from adapters.stores.sql_classic import SqlClassic
+from adapters.stores.sql_log import SqlThreadLog
+from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn  # noqa: F401 (_conn: re-exported)
 from adapters.stores.url import scrub as scrub_password, scrub_cause
 
 __all__ = ["SqlStore", "SqlTx", "metadata", "scrub_password"]
@@ -41,46 +40,7 @@ __all__ = ["SqlStore", "SqlTx", "metadata", "scrub_password"]
 logger = logging.getLogger("memshift.store")
 
 
-class SqlClassic(ClassicState):
-    """Classic summary + window in ``memshift_classic`` / ``memshift_window``."""
-
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
-
-    def read(self, tx: Tx) -> ClassicSnapshot:
-        """Summary and window in one statement (one round trip): the summary row first
-        (kind 0), then the window rows (kind 1) by id."""
-        rows = self.store.fetch(tx, READ_CLASSIC, {"tid": tx.thread_id})
-        summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
-        window = [r for r in rows if r[0] == 1]
-        tid = tx.thread_id
-        return ClassicSnapshot(summary, folds,
-                               [load_message(r[1], tid, "memshift_window", r[2], keep=True)
-                                for r in window],
-                               [r[2] for r in window])
-
-    def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
-        if messages:
-            self.store.send(tx, INSERT_WINDOW, [
-                {"tid": tx.thread_id, "message": dump_message(m)} for m in messages])
-
-    def fold(self, tx: Tx, summary: str, folds: int, drop: Sequence[Any]) -> None:
-        if drop:
-            self.store.send(tx, DELETE_FOLDED, {"tid": tx.thread_id, "upto": max(drop)})
-        self.store.upsert_classic(tx, summary, folds)
-
-    def replace(self, tx: Tx, summary: str, folds: int, window: Sequence[BaseMessage]) -> None:
-        self.store.send(tx, DELETE_WINDOW, {"tid": tx.thread_id})
-        self.append(tx, window)
-        self.store.upsert_classic(tx, summary, folds)
-
-    def clear(self, tx: Tx) -> None:
-        forget_decoded()
-        self.store.send(tx, DELETE_WINDOW, {"tid": tx.thread_id})
-        self.store.send(tx, DELETE_CLASSIC, {"tid": tx.thread_id})
-
-
-class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
+class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
@@ -229,81 +189,9 @@ class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
         return stmt.on_conflict_do_update(index_elements=["thread_id"], set_={
             "summary": stmt.excluded.summary, "folds": stmt.excluded.folds})
 
-    @cached_property
-    def _insert_transcript(self) -> Any:
-        return self._dialect_insert(transcript_table).values(
-            thread_id=bindparam("tid"), message_id=bindparam("mid"),
-            message=bindparam("message")).on_conflict_do_nothing()
-
-    @cached_property
-    def _upsert_placement(self) -> Any:
-        c = placement_table.c
-        stmt = self._dialect_insert(placement_table).values(
-            thread_id=bindparam("tid"), backend=bindparam("backend"),
-            version=bindparam("version"), since=bindparam("since"), pinned=bindparam("pinned"))
-        return stmt.on_conflict_do_update(index_elements=[c.thread_id], set_={
-            name: getattr(stmt.excluded, name) for name in ("backend", "version", "since", "pinned")})
-
     def upsert_classic(self, tx: Tx, summary: str, folds: int) -> None:
         self.send(tx, self._upsert_classic, {"tid": tx.thread_id, "summary": summary,
                                               "folds": folds})
-
-    # -- thread log ------------------------------------------------------------------
-    def append_transcript(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
-        rows = [{"tid": tx.thread_id, "mid": m.id, "message": dump_message(m)}
-                for m in messages if m.id is not None]
-        if rows:
-            self.send(tx, self._insert_transcript, rows)
-
-    def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
-        if not ids:
-            return set()
-        rows = _conn(tx).execute(select(transcript_table.c.message_id).where(
-            transcript_table.c.thread_id == tx.thread_id,
-            transcript_table.c.message_id.in_(list(ids)))).scalars()
-        return set(rows)
-
-    def last_ids(self, tx: Tx, n: int) -> list[str]:
-        rows = _conn(tx).execute(LAST_IDS, {"tid": tx.thread_id, "n": n}).scalars()
-        return list(reversed(list(rows)))
-
-    def append_fold(self, tx: Tx, record: dict[str, Any]) -> None:
-        self.send(tx, INSERT_FOLD, {"tid": tx.thread_id,
-                                      "record": json.dumps(record, ensure_ascii=False)})
-
-    def placement(self, tx: Tx) -> Placement | None:
-        return _placement(self.fetch(tx, READ_PLACEMENT, {"tid": tx.thread_id}), tx.thread_id)
-
-    def defer_placement(self, tx: Tx) -> Any:
-        batch = tx.batch if isinstance(tx, SqlTx) else None
-        if batch is None:
-            return self.placement(tx)
-        return _Slot(batch.add_read(self._sql(READ_PLACEMENT), {"tid": tx.thread_id}))
-
-    def deferred_placement(self, tx: Tx, token: Any) -> Placement | None:
-        if not isinstance(token, _Slot):
-            return token
-        assert isinstance(tx, SqlTx) and tx.batch is not None
-        return _placement(tx.batch.result(token.slot), tx.thread_id)
-
-    def set_placement(self, tx: Tx, placement: Placement) -> None:
-        self.send(tx, self._upsert_placement, {
-            "tid": tx.thread_id, "backend": placement.backend, "version": placement.version,
-            "since": placement.since, "pinned": placement.pinned})
-
-    def placement_counts(self) -> list[tuple[str, bool, int, int]]:
-        c = placement_table.c
-        moved = func.sum(func.cast(c.version > 1, Integer))
-        with self.guard("read placements"), self.engine.connect() as conn:
-            rows = conn.execute(select(c.backend, c.pinned, func.count(), moved)
-                                .group_by(c.backend, c.pinned).order_by(c.backend, c.pinned))
-            return [(r[0], bool(r[1]), int(r[2]), int(r[3] or 0)) for r in rows]
-
-    def transcript_in(self, tx: Tx) -> list[BaseMessage]:
-        rows = _conn(tx).execute(select(transcript_table.c.message, transcript_table.c.id)
-                                 .where(transcript_table.c.thread_id == tx.thread_id)
-                                 .order_by(transcript_table.c.id))
-        return [load_message(r[0], tx.thread_id, "memshift_transcript", r[1]) for r in rows]
 
     def erase(self, tx: Tx, placement: bool) -> int:
         """``Store.erase`` in SQL: memshift's rows and LangGraph's checkpoint tables, in the
@@ -319,37 +207,6 @@ class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
 
     def _before_erase(self, tx: Tx) -> None:
         """A dialect's preparation for deleting content for good."""
-
-    def transcript(self, thread_id: str) -> list[BaseMessage]:
-        with self.guard("read transcript"), self.engine.connect() as conn:
-            return self.transcript_in(SqlTx(thread_id, conn))
-
-    def fold_records(self, thread_id: str) -> list[dict[str, Any]]:
-        with self.guard("read fold records"), self.engine.connect() as conn:
-            rows = conn.execute(READ_FOLDS, {"tid": thread_id})
-            return [load_record(r[0], thread_id, r[1]) for r in rows]
-
-    def thread_ids(self) -> list[str]:
-        with self.guard("list threads"), self.engine.connect() as conn:
-            first = func.min(transcript_table.c.id)
-            rows = conn.execute(select(transcript_table.c.thread_id, first)
-                                .group_by(transcript_table.c.thread_id).order_by(first))
-            return [r[0] for r in rows]
-
-    def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:
-        """Thread ids in id order, a page at a time (flat memory for any number of threads)."""
-        last: str | None = None
-        while True:
-            query = (select(transcript_table.c.thread_id).distinct()
-                     .order_by(transcript_table.c.thread_id).limit(batch))
-            if last is not None:
-                query = query.where(transcript_table.c.thread_id > last)
-            with self.guard("list threads"), self.engine.connect() as conn:
-                page = [r[0] for r in conn.execute(query)]
-            yield from page
-            if len(page) < batch:
-                return
-            last = page[-1]
 
     # -- schema ----------------------------------------------------------------------
     def prepare_schema(self, create: bool, setup_saver: Any = None) -> None:
@@ -376,19 +233,6 @@ class SqlStore(AsyncDriver, Placements, Reads, SqlMarks):
         super().close()
         self.engine.dispose()
         self._aengines.clear()  # their pools are dropped with their loops
-
-
-class _Slot:
-    """A placement read queued in a batch (``defer_placement``)."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot: int) -> None:
-        self.slot = slot
-
-
-def _placement(rows: Sequence[Any], thread_id: str | None = None) -> Placement | None:
-    return load_placement(rows[0] if rows else None, thread_id)
 
 
 def _close_quietly(conn: Connection) -> None:

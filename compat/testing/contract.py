@@ -276,7 +276,7 @@ class SummaryMemoryContract:
             await memory.asave_context({"input": "ctx", memory.thread_key: "a1"}, {"output": "ok"})
             loaded = await memory.aload_memory_variables({memory.thread_key: "a1"})
             assert memory.load_memory_variables({memory.thread_key: "a1"}) == loaded
-            await memory.arelease()  # this loop ends here; the memory lives on
+            await admin.arelease(memory)  # this loop ends here; the memory lives on
 
         asyncio.run(run())
 
