@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 
 __all__ = ["FACADE_MODULE", "IN_MEMORY_HISTORIES", "SOURCE_MODULES", "TAKEN_OVER",
-           "accepted_keywords", "keyword_hint", "sql_history"]
+           "accepted_keywords", "is_source_or_parent", "keyword_hint", "sql_history"]
 
 # classic class -> the compat name that takes it over (only what compat really provides:
 # ConversationSummaryMemory and the other classic memories have no drop-in)
@@ -18,6 +18,12 @@ SOURCE_MODULES = frozenset({
     "langchain.memory", "langchain.memory.summary_buffer",
     "langchain_classic.memory", "langchain_classic.memory.summary_buffer",
 })
+
+
+def is_source_or_parent(module: str) -> bool:
+    """``module`` is a classic memory module or a package above one (``import langchain``
+    reaches ``langchain.memory``)."""
+    return any(m == module or m.startswith(module + ".") for m in SOURCE_MODULES)
 
 # chat histories that live in the process: no thread id needed (see compat._adopt.is_persistent)
 IN_MEMORY_HISTORIES = frozenset({"InMemoryChatMessageHistory", "ChatMessageHistory"})

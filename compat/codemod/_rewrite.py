@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER
+from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent
 
 __all__ = ["Change", "dotted", "module_bindings", "rewrite"]
 
@@ -41,10 +41,6 @@ def dotted(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
-def _is_source_or_parent(module: str) -> bool:
-    return any(m == module or m.startswith(module + ".") for m in SOURCE_MODULES)
-
-
 def module_bindings(tree: cst.Module) -> dict[str, str]:
     """Names bound to a classic module or one of its parents: ``import a.b`` binds ``a``,
     ``import a.b as x`` binds ``x`` to ``a.b``, ``from a import b`` binds ``b`` to ``a.b``."""
@@ -54,7 +50,7 @@ def module_bindings(tree: cst.Module) -> dict[str, str]:
         def visit_Import(self, node: cst.Import) -> None:
             for alias in node.names:
                 name = dotted(alias.name) or ""
-                if not _is_source_or_parent(name):
+                if not is_source_or_parent(name):
                     continue
                 if alias.asname is not None:
                     found[dotted(alias.asname.name) or ""] = name
@@ -67,7 +63,7 @@ def module_bindings(tree: cst.Module) -> dict[str, str]:
                 return
             for alias in node.names:
                 name = f"{base}.{dotted(alias.name)}"
-                if _is_source_or_parent(name):
+                if is_source_or_parent(name):
                     bound = alias.asname.name if alias.asname else alias.name
                     found[dotted(bound) or ""] = name
 

@@ -10,7 +10,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER
+from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent
 
 __all__ = ["NEEDLES", "Scan", "col", "dotted", "mentions", "qualified", "scan", "split_lines"]
 
@@ -51,10 +51,6 @@ def dotted(node: ast.AST | None) -> str | None:
     return None
 
 
-def _is_source_or_parent(module: str) -> bool:
-    return any(m == module or m.startswith(module + ".") for m in SOURCE_MODULES)
-
-
 def qualified(chain: str | None, bindings: dict[str, str]) -> str | None:
     """The classic class a ``module.Class`` chain names through a module binding, if any."""
     if chain is None or "." not in chain:
@@ -84,7 +80,7 @@ def _imports(found: Scan, node: ast.Import | ast.ImportFrom) -> None:
         for alias in node.names:
             if alias.name == FACADE_MODULE and alias.asname is None:
                 found.facade_module = True
-            if _is_source_or_parent(alias.name):
+            if is_source_or_parent(alias.name):
                 bound = alias.asname or alias.name.split(".")[0]
                 found.bindings[bound] = alias.name if alias.asname else bound
         return
@@ -99,7 +95,7 @@ def _imports(found: Scan, node: ast.Import | ast.ImportFrom) -> None:
             found.classes.add(bound)
         else:
             found.others.add(bound)
-        if _is_source_or_parent(f"{node.module}.{alias.name}"):
+        if is_source_or_parent(f"{node.module}.{alias.name}"):
             found.bindings[bound] = f"{node.module}.{alias.name}"
 
 
