@@ -25,7 +25,8 @@ from compat import SummaryMemory
 from compat.testing.conversations import filler_turn
 
 __all__ = ["CONTENDERS", "PAIRS", "WORKLOADS", "Statements", "Workload", "memshift",
-           "postgres_saver", "run_workers", "stock_classic", "stock_graph"]
+           "paced_latencies", "pct", "postgres_saver", "run_workers", "stock_classic",
+           "stock_graph"]
 
 warnings.filterwarnings("ignore")
 Op = Callable[[str, int], None]
@@ -64,6 +65,31 @@ def run_workers(fn: Callable[[int], None], workers: int) -> float:
     for t in threads:
         t.join()
     return time.perf_counter() - start
+
+
+def paced_latencies(op: Op, threads: int, turns: int, think: float) -> list[float]:
+    """Seconds of each ``op`` call: ``threads`` users, each ``turns`` calls ``think`` seconds
+    apart (a user's pace, not a tight loop)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def user(u: int) -> None:
+        for i in range(turns):
+            start = time.perf_counter()
+            op(f"user-{u}", i)
+            took = time.perf_counter() - start
+            with lock:
+                latencies.append(took)
+            time.sleep(think)
+
+    run_workers(user, threads)
+    return latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def memshift(backend: str, messages: bool = False) -> Callable[[str, Workload], Made]:

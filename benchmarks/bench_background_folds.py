@@ -49,6 +49,7 @@ from adapters import (  # noqa: E402
 )
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
+from _variants import paced_latencies, pct  # noqa: E402
 
 TRIGGER, KEEP, WORDS = 400, 200, 12
 
@@ -124,30 +125,9 @@ def measure(make: Any, policy_name: str, threads: int, turns: int, delay: float,
     summarizer = Slow(delay)
     with tempfile.TemporaryDirectory() as tmp:
         op, close = make(summarizer, tmp, policy_name)
-        latencies: list[float] = []
-        lock = threading.Lock()
-
-        def user(u: int) -> None:
-            for i in range(turns):
-                start = time.perf_counter()
-                op(f"user-{u}", i)
-                took = time.perf_counter() - start
-                with lock:
-                    latencies.append(took)
-                time.sleep(think)
-
-        workers = [threading.Thread(target=user, args=(u,)) for u in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        latencies = paced_latencies(op, threads, turns, think)
         close()
     return latencies, summarizer.calls, summarizer.tokens
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
