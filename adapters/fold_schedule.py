@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import Future
 from typing import Any
 
 from adapters.agent_hooks import FoldHooks
@@ -59,12 +60,8 @@ class FoldScheduling:
         if waiting is None:  # it ended meanwhile
             return
         fold, left = waiting
-        if left > 0:
-            try:
-                yield wait_future(fold, left)
-                return
-            except TimeoutError:
-                pass
+        if left > 0 and (yield from self._landed_within(fold, left)):
+            return
         late = self.slots.late(thread_id, fold)
         if late is None or not self.folder.records:
             return
@@ -78,6 +75,16 @@ class FoldScheduling:
         except StoreError:  # the turn is stored; the record is what could not be written
             logger.warning("could not record a lag bound exceeded")
         record.log()
+
+    @staticmethod
+    def _landed_within(fold: Future[None], seconds: float) -> Steps[bool]:
+        """Whether the fold in flight ended within ``seconds`` (``False``: the time bound
+        passed first; the save goes on without it)."""
+        try:
+            yield wait_future(fold, seconds)
+        except TimeoutError:
+            return False
+        return True
 
     def _owned_fold(self, thread_id: str, job: FoldJob | None) -> Steps[None]:
         """Fold while holding the thread's slot, again while saves asked meanwhile; the slot
