@@ -11,6 +11,7 @@ reads it without writing.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Column, Index, MetaData, Table, Text, create_engine, inspect, select, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from adapters.errors import StoreError
@@ -45,6 +46,7 @@ runs = Table(
     Index("ix_memshift_runs_started", "started_at"),
 )
 _CREATE_LOCK = lock_key("memshift_runs setup")
+WRITE_ATTEMPTS = 8  # about 5 s of backoff beyond each attempt's own busy wait
 
 
 def _now() -> str:
@@ -135,14 +137,43 @@ class RunLog:
         self._write(lambda conn: conn.execute(
             runs.update().where(runs.c.run_id == run_id).values(**values)))
 
+    def unfinished(self, prefix: str, *, suffix: str) -> list[tuple[str, str]]:
+        """``(run_id, status)`` of the runs whose command starts with ``prefix`` and ends with
+        ``suffix`` that did not finish ``ok`` and were not finished by a later run (cut off:
+        ``running``; stopped by an error: ``failed``), oldest first."""
+        if not inspect(self.engine).has_table(RUNS_TABLE):
+            return []
+        query = (select(runs.c.run_id, runs.c.status, runs.c.counts)
+                 .where(runs.c.command.startswith(prefix, autoescape=True),
+                        runs.c.command.endswith(suffix, autoescape=True),
+                        runs.c.status.in_(("running", "failed")))
+                 .order_by(runs.c.started_at, runs.c.run_id))
+        with self.engine.connect() as conn:
+            rows = list(conn.execute(query))
+        return [(r.run_id, r.status) for r in rows
+                if "completed_by" not in json.loads(r.counts or "{}")]
+
     def _write(self, body: Any) -> None:
-        try:
-            self._create()
-            with self.engine.begin() as conn:
-                body(conn)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot write the run log ({RUNS_TABLE}) in {self.shown}: "
-                             f"{type(exc).__name__}") from None
+        """One transaction, retried while another process holds the database (SQLite answers
+        a writer it cannot wait for with an immediate error)."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                self._create()
+                with self.engine.connect() as conn:
+                    conn = conn.execution_options(memshift_write=True)  # SQLite: IMMEDIATE
+                    with conn.begin():
+                        body(conn)
+                return
+            except OperationalError as exc:
+                if attempt == WRITE_ATTEMPTS - 1:
+                    self._fail(exc)
+                time.sleep(0.02 * 2 ** attempt)
+            except SQLAlchemyError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        raise StoreError(f"cannot write the run log ({RUNS_TABLE}) in {self.shown}: "
+                         f"{type(exc).__name__}") from None
 
     def close(self) -> None:
         if self._owned:

@@ -155,6 +155,10 @@ FIELD: dict[str, str] = {
         "the shard example: four migrate children: 26 s",
     "tests/test_background_folds.py::test_a_process_killed_with_a_fold_pending_loses_nothing":
         "kill -9 of a child with a background fold pending: 5 s",
+    "tests/test_forget_interrupted.py::test_a_killed_forget_is_finished_by_the_rerun_postgres":
+        "a `forget` child killed at a chosen point, then a re-run, on PostgreSQL: 4 s each",
+    "tests/test_forget_interrupted.py::test_forget_beside_a_concurrent_writer_completes":
+        "five erasures beside a child process writing the same SQLite file: 15 s",
     # -- single tests that take many seconds --------------------------------------------------
     "tests/test_faults.py::test_a_hung_summarizer_delays_no_other_thread":
         "waits out a hung summarizer per backend x store: 8-11 s each",

@@ -11,7 +11,10 @@ record together, compare-and-set on the newest message (a turn saved meanwhile m
 again). Copies in other stores are deleted first. On SQLite the file is then compacted
 (``VACUUM`` and an emptied write-ahead log), so the bytes are gone from disk, not only from
 the tables. The audit (a run-log row on SQL stores, the fold record) names the thread by a
-hash and never holds the erased text.
+hash and never holds the erased text. The run-log row is started before anything is erased
+and finished after the compaction: a run cut off in between (killed, a lost connection) stays
+``running``, and the next ``forget`` of the thread finishes its work — the compaction, even
+when nothing is left to erase — and marks it ``interrupted``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = ["ForgetReport", "NothingToForget", "forget", "thread_hash"]
 
 logger = logging.getLogger("memshift.erasure")
 ATTEMPTS = 3
+COMPACT_ATTEMPTS = 8  # about 13 s of backoff in all
 
 
 class NothingToForget(ConfigError):
@@ -61,6 +65,7 @@ class ForgetReport:
     shadow_lines_removed: int = 0
     mismatches_removed: int = 0
     compacted: list[str] = field(default_factory=list)
+    completed_interrupted: int = 0  # earlier runs on this thread that were cut off, finished
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,55 +98,67 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
     legacies = legacy_histories(memory, [home, *others], tid)
     report = ForgetReport(thread_hash(tid), match is None, dry_run)
     logs = _shadow_logs(memory, shadow_logs)
-    for _ in range(ATTEMPTS):
-        transcript = home.transcript(tid)
-        olds = [stable_ids(tid, legacy.read(tid)) for legacy in legacies]
-        old = [m for messages in olds for m in messages]
-        held = [s for s in (home, *others) if _holds(s, tid, s is home and bool(transcript))]
-        if not held and not old:
-            raise NothingToForget(f"no store of this memory holds thread {tid!r}; nothing was "
-                                  "erased")
-        report.stores, report.legacy_messages = len(held), len(old)
-        if match is None:
-            report.messages_removed = len(transcript)
+    journal = _Journal(home, report)
+    try:
+        for _ in range(ATTEMPTS):
+            transcript = home.transcript(tid)
+            olds = [stable_ids(tid, legacy.read(tid)) for legacy in legacies]
+            old = [m for messages in olds for m in messages]
+            held = [s for s in (home, *others)
+                    if _holds(s, tid, s is home and bool(transcript))]
+            if not held and not old:
+                if not dry_run and journal.interrupted():
+                    break  # an earlier run erased it and was cut off: finish its compaction
+                raise NothingToForget(f"no store of this memory holds thread {tid!r}; nothing "
+                                      "was erased")
+            report.stores, report.legacy_messages = len(held), len(old)
             if not dry_run:
-                for legacy, messages in zip(legacies, olds):
-                    if messages and legacy.wipe is not None:
-                        legacy.wipe(tid)  # first: a thread erased here is never adopted again
-                for store in sorted(held, key=lambda s: s is home):  # the home (placement) last
-                    _erase(store, tid, placement=True)
-            break
-        gone = _gone(transcript, match)
-        kept = [m for m in transcript if m.id not in gone]
-        report.messages_removed, report.messages_kept = len(gone), len(kept)
-        old_gone = [_gone(messages, match) for messages in olds]
-        report.legacy_messages = sum(len(g) for g in old_gone)
-        if dry_run:
-            break
-        for legacy, messages, gone_there in zip(legacies, olds, old_gone):
-            if gone_there:
-                _rewrite_legacy(legacy, tid, [m for m in messages if m.id not in gone_there])
-        for store in others:
-            if store in held:
-                _erase(store, tid, placement=False)
-        if not transcript or not gone:
-            break
-        if not kept:
-            _erase(home, tid, placement=False)
-            break
-        if _rewrite(memory, where, tid, transcript, kept, report, llm):
-            break
-    else:
-        raise StoreError(f"forget gave up after {ATTEMPTS} attempts: the thread kept receiving "
-                         "turns; retry when it is quiet")
-    if not dry_run:
-        report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
-        report.mismatches_removed = engine.forget_mismatches(tid)
-        compacted = [s for s in held if hasattr(s, "compact")] if compact else []
-        report.compacted = [s.url for s in compacted]
-        _audit(home, report)  # before compacting: a busy file does not undo the record
-        for store in compacted:
-            store.compact()
+                journal.begin()  # before anything is erased: a cut-off run stays visible
+            if match is None:
+                report.messages_removed = len(transcript)
+                if not dry_run:
+                    for legacy, messages in zip(legacies, olds):
+                        if messages and legacy.wipe is not None:
+                            legacy.wipe(tid)  # first: an erased thread is never adopted again
+                    for store in sorted(held, key=lambda s: s is home):  # the home last
+                        _erase(store, tid, placement=True)
+                break
+            gone = _gone(transcript, match)
+            kept = [m for m in transcript if m.id not in gone]
+            report.messages_removed, report.messages_kept = len(gone), len(kept)
+            old_gone = [_gone(messages, match) for messages in olds]
+            report.legacy_messages = sum(len(g) for g in old_gone)
+            if dry_run:
+                break
+            for legacy, messages, gone_there in zip(legacies, olds, old_gone):
+                if gone_there:
+                    _rewrite_legacy(legacy, tid,
+                                    [m for m in messages if m.id not in gone_there])
+            for store in others:
+                if store in held:
+                    _erase(store, tid, placement=False)
+            if not transcript or not gone:
+                break
+            if not kept:
+                _erase(home, tid, placement=False)
+                break
+            if _rewrite(memory, where, tid, transcript, kept, report, llm):
+                break
+        else:
+            raise StoreError(f"forget gave up after {ATTEMPTS} attempts: the thread kept "
+                             "receiving turns; retry when it is quiet")
+        if not dry_run:
+            report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
+            report.mismatches_removed = engine.forget_mismatches(tid)
+            stores = held or [home, *others]  # (finishing a cut-off run: wherever it erased)
+            compacted = [s for s in stores if hasattr(s, "compact")] if compact else []
+            report.compacted = [s.url for s in compacted]
+            for store in compacted:
+                _compact(store)
+            journal.finish()  # last: a run cut off before here is finished by the next one
+    except BaseException as exc:
+        journal.fail(exc)
+        raise
     return report
 
 
@@ -250,20 +267,71 @@ def _scrub_log(path: str, tid: str, match: str | None) -> int:
     return removed
 
 
-def _audit(home: Store, report: ForgetReport) -> None:
-    """A run-log row in the thread's home store (SQL stores): the thread's hash and the
-    counts, never the text."""
-    from compat.runlog import RunLog
+def _compact(store: Any) -> None:
+    """Compact, retried while another process keeps the file busy (a writer between its
+    transactions lets the checkpoint through)."""
+    for attempt in range(COMPACT_ATTEMPTS):
+        try:
+            store.compact()
+            return
+        except StoreError:
+            if attempt == COMPACT_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * 2 ** attempt)
 
-    logger.info("forget thread=%s whole=%s removed=%d kept=%d stores=%d", report.thread,
-                report.whole, report.messages_removed, report.messages_kept, report.stores)
-    runlog = RunLog.of_store(home)
-    if runlog is None:
-        return
-    try:
-        run_id = runlog.start(f"forget {'thread' if report.whole else 'matching messages'} "
-                              f"{report.thread}", source=None, target=home.url, shard=None,
-                              policy=None)
-        runlog.finish(run_id, "ok", report.as_dict())
-    finally:
-        runlog.close()
+
+class _Journal:
+    """The erasure's audit row in the thread's home store (SQL stores): started ``running``
+    before anything is erased, finished ``ok`` after the compaction. A run cut off in between
+    leaves its row ``running``; the next ``forget`` of the thread finds it, finishes the work
+    (the compaction) and marks it ``interrupted``. The row names the thread by its hash and
+    holds counts, never text."""
+
+    def __init__(self, home: Store, report: ForgetReport) -> None:
+        from compat.runlog import RunLog
+
+        self.report = report
+        self.runlog = RunLog.of_store(home)
+        self.run_id: str | None = None
+        self._earlier: list[tuple[str, str]] | None = None
+
+    def interrupted(self) -> bool:
+        """Whether an earlier forget of this thread was cut off before it finished."""
+        if self._earlier is None:
+            self._earlier = [] if self.runlog is None else self.runlog.unfinished(
+                "forget ", suffix=self.report.thread)
+            self.report.completed_interrupted = len(self._earlier)
+        return bool(self._earlier)
+
+    def begin(self) -> None:
+        if self.run_id is not None or self.runlog is None:
+            return
+        self.interrupted()
+        what = "thread" if self.report.whole else "matching messages"
+        self.run_id = self.runlog.start(f"forget {what} {self.report.thread}", source=None,
+                                        target=self.runlog.shown, shard=None, policy=None)
+
+    def finish(self) -> None:
+        report = self.report
+        logger.info("forget thread=%s whole=%s removed=%d kept=%d stores=%d", report.thread,
+                    report.whole, report.messages_removed, report.messages_kept, report.stores)
+        if self.runlog is None:
+            return
+        self.begin()  # (finishing a cut-off run: this run's own row)
+        assert self.run_id is not None
+        for run_id, status in self._earlier or ():
+            self.runlog.finish(run_id, "interrupted" if status == "running" else status,
+                               {"completed_by": self.run_id})
+        self.runlog.finish(self.run_id, "ok", report.as_dict())
+
+    def fail(self, exc: BaseException) -> None:
+        """A run that stopped on an error says so (a later run still finishes its work)."""
+        if self.runlog is None or self.run_id is None:
+            return
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        try:
+            self.runlog.finish(self.run_id, status, {**self.report.as_dict(),
+                                                     "error": type(exc).__name__})
+        except StoreError:
+            logger.warning("forget thread=%s: could not record that the run %s",
+                           self.report.thread, status)
