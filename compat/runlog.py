@@ -122,10 +122,13 @@ class RunLog:
         self._created = True
 
     def start(self, command: str, *, source: str | None, target: str | None,
-              shard: str | None, policy: dict[str, Any] | None) -> str:
+              shard: str | None, policy: dict[str, Any] | None,
+              counts: dict[str, Any] | None = None) -> str:
+        """A ``running`` row (``counts``: what the run is about to do, until it finishes)."""
         run_id = uuid.uuid4().hex
         values = {"run_id": run_id, "command": command, "source": source, "target": target,
                   "shard": shard, "policy": json.dumps(policy, default=str) if policy else None,
+                  "counts": json.dumps(counts, default=str) if counts else None,
                   "status": "running", "started_at": _now(),
                   "memshift_version": memshift_version()}
         self._write(lambda conn: conn.execute(runs.insert(), values))

@@ -217,3 +217,113 @@ def test_a_thread_that_fails_to_move_halts_even_an_unjudged_step(
                     guards=parse_guards("fold_failures<1"), min_threads=1000)
     assert len(steps) == 1 and steps[0].decision == "halted" and steps[0].failed > 0
     assert "failed to move" in steps[0].tripped[0]
+
+
+def _seeded(url: str, count: int = 30) -> None:
+    with SummaryMemory(store=url, policy=POLICY) as memory:
+        for thread in THREADS[:count]:
+            memory.save(thread, "q", "a")
+
+
+def _cut_after(monkeypatch: pytest.MonkeyPatch, moves: int, cut: Any) -> None:
+    """``Engine.place`` moves ``moves`` threads for real, then ``cut()`` runs (the database
+    goes away, or a stop arrives) before the next one."""
+    from adapters.protocol import Engine
+
+    real, done = Engine.place, []
+
+    def place(self: Any, thread_id: str) -> Any:
+        if len(done) == moves:
+            cut()
+        result = real(self, thread_id)
+        done.append(thread_id)
+        return result
+
+    monkeypatch.setattr(Engine, "place", place)
+
+
+def _lose(url: str, pg_server: Any = None) -> tuple[Any, Any]:
+    """Functions that take the store away from this process and give it back: a SQLite file
+    moved aside; a PostgreSQL database that refuses connections, its sessions terminated."""
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        files = [path.with_name(path.name + end) for end in ("", "-wal", "-shm")]
+        aside = path.parent / "away"
+
+        def away() -> None:
+            aside.mkdir()
+            for file in files:
+                if file.exists():
+                    file.rename(aside / file.name)
+
+        def back() -> None:
+            for file in aside.iterdir():
+                file.replace(path.parent / file.name)
+
+        return away, back
+    name = url.rsplit("/", 1)[1].split("?")[0]
+
+    def allow(on: bool) -> None:
+        with pg_server.admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(on).lower()}')
+            if not on:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+
+    return (lambda: allow(False)), (lambda: allow(True))
+
+
+def _step_rows(url: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    return [r for r in _history(url, capsys) if r["command"].startswith("rollout advance")]
+
+
+def test_a_store_lost_mid_step_halts_and_the_row_names_every_moved_thread(
+        url: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from compat.erasure import thread_hash
+
+    _seeded(url)
+    pg = request.getfixturevalue("pg_server") if url.startswith("postgres") else None
+    lose, restore = _lose(url, pg)
+    _cut_after(monkeypatch, 3, lose)
+    try:
+        code = cli.main(["rollout", "advance", "--store", url, "--to", "1.0", "--step", "1.0",
+                         "--guard", "fold_failures<1", "--json", "--quiet"])
+        result = json.loads(capsys.readouterr().out)
+    finally:
+        restore()
+    monkeypatch.undo()
+    assert code == 1 and result["tripped"]  # the documented halt, not an error exit
+    step = result["steps"][-1]
+    assert step["decision"] == "halted" and any("store" in t for t in step["tripped"])
+    moved = _on_middleware(url)
+    assert len(moved) == 3
+    rows = _step_rows(url, capsys)
+    assert len(rows) == 1 and rows[0]["status"] in ("running", "failed")
+    named = set(rows[0]["counts"]["moving"])
+    assert {thread_hash(t) for t in moved} <= named  # every moved thread is in the record
+    assert not any(t in json.dumps(rows) for t in THREADS)  # by hash, never the id
+
+
+def test_a_stopped_step_records_the_threads_it_moved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from compat.cli._stop import Stopped
+    from compat.erasure import thread_hash
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    _seeded(url)
+
+    def stop() -> None:
+        raise Stopped("stopped by SIGTERM")
+
+    _cut_after(monkeypatch, 4, stop)
+    code = cli.main(["rollout", "advance", "--store", url, "--to", "1.0", "--step", "1.0",
+                     "--guard", "fold_failures<1", "--json", "--quiet"])
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert code == 143
+    moved = _on_middleware(url)
+    rows = _step_rows(url, capsys)
+    assert len(moved) == 4 and [r["status"] for r in rows] == ["interrupted"]
+    assert set(rows[0]["counts"]["moved_threads"]) == {thread_hash(t) for t in moved}

@@ -166,7 +166,8 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
     trips. Every decision is recorded in the run log (memshift history). Exit 1 when a guard
     tripped."""
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
-    from compat.rollout import Step, advance as run_advance, parse_guards
+    from compat.cli._stop import check
+    from compat.rollout import advance as run_advance, parse_guards
     from compat.runlog import RunLog
 
     out = Output(as_json, output, quiet)
@@ -175,31 +176,15 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
     choice = choose_policy(opts, [url], MemoryPolicy(max_tokens=DEFAULT_MAX_TOKEN_LIMIT), out,
                            allow_mixed=True)
     runlog = RunLog.open(url, show_url(url))
-
-    def record(result: Step) -> None:
-        out.line(f"{result.share_from:g} -> {result.share_to:g}: moved {result.moved}, "
-                 f"{result.decision}" + (f" ({'; '.join(result.tripped)})" if result.tripped
-                                         else "") +
-                 f"  [mismatch_rate {result.evidence['mismatch_rate']:.4f} over "
-                 f"{result.evidence['threads']} thread(s), fold_failure_rate "
-                 f"{result.evidence['fold_failure_rate']:.4f}]")
-        if runlog is None:
-            return
-        run_id = runlog.start(f"rollout advance {result.share_from:g} -> {result.share_to:g} "
-                              f"--guard {','.join(map(str, guards))}", source=None,
-                              target=f"staged {show_url(url)}", shard=None,
-                              policy=choice.as_json())
-        finish_run(runlog, run_id, "failed" if result.tripped else "ok",
-                   {"decision": result.decision, "moved": result.moved, "failed": result.failed,
-                    "tripped": result.tripped, **result.evidence}, out)
-
+    journal = _StepLog(runlog, f"--guard {','.join(map(str, guards))}",
+                       f"staged {show_url(url)}", choice.as_json(), out)
     try:
         steps = run_advance(
             lambda share: SummaryMemory(store=url, policy=choice.policy, backend="staged",
                                         rollout=share),
             admin.iter_thread_ids, start=start, target=target, step=step, guards=guards,
             shadow_log=shadow_log, min_threads=min_threads, interval=interval,
-            rollback_on_trip=rollback_on_trip, on_step=record)
+            rollback_on_trip=rollback_on_trip, journal=journal, between=check)
     finally:
         if runlog is not None:
             runlog.close()
@@ -215,3 +200,49 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
               "steps": [s.__dict__ for s in steps]})
     return 1 if tripped else 0
 
+
+
+class _StepLog:
+    """Each step's run-log row: started before the step moves anything, naming (by hash) every
+    thread it is about to move; completed with the threads it moved, the decision and the
+    evidence — or, when the step is cut off, ``interrupted`` with what it moved so far. A row
+    that cannot be written is a warning: the store may be the thing that went away."""
+
+    def __init__(self, runlog: Any, guards: str, target: str, policy: Any, out: Output) -> None:
+        self.runlog, self.guards, self.target, self.policy, self.out = \
+            runlog, guards, target, policy, out
+        self.run_id: str | None = None
+
+    def begin(self, share_from: float, share_to: float, moving: list[str]) -> None:
+        if self.runlog is None:
+            return
+        from adapters.telemetry import thread_hash
+
+        self.run_id = self.runlog.start(
+            f"rollout advance {share_from:g} -> {share_to:g} {self.guards}", source=None,
+            target=self.target, shard=None, policy=self.policy,
+            counts={"moving": [thread_hash(t) for t in moving]})
+
+    def end(self, step: Any, moved: set[str]) -> None:
+        self.out.line(f"{step.share_from:g} -> {step.share_to:g}: moved {step.moved}, "
+                      f"{step.decision}" + (f" ({'; '.join(step.tripped)})" if step.tripped
+                                            else "") +
+                      f"  [mismatch_rate {step.evidence['mismatch_rate']:.4f} over "
+                      f"{step.evidence['threads']} thread(s), fold_failure_rate "
+                      f"{step.evidence['fold_failure_rate']:.4f}]")
+        self._finish("failed" if step.tripped else "ok", moved,
+                     {"decision": step.decision, "moved": step.moved, "failed": step.failed,
+                      "tripped": step.tripped, **step.evidence})
+
+    def cut(self, moved: set[str], exc: BaseException) -> None:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        self._finish(status, moved, {"moved": len(moved), "error": type(exc).__name__})
+
+    def _finish(self, status: str, moved: set[str], counts: dict[str, Any]) -> None:
+        from adapters.telemetry import thread_hash
+
+        if self.runlog is not None and self.run_id is not None:
+            finish_run(self.runlog, self.run_id, status,
+                       {**counts, "moved_threads": sorted(thread_hash(t) for t in moved)},
+                       self.out)
+        self.run_id = None

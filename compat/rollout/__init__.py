@@ -26,13 +26,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
-from adapters.errors import ConfigError
+from adapters.errors import ConfigError, CorruptDataError, StoreError
 from adapters.shadow import read_log
 
-__all__ = ["Evidence", "Guard", "Step", "advance", "parse_guards"]
+__all__ = ["Evidence", "Guard", "Journal", "Step", "advance", "parse_guards"]
 
+LOST_AFTER = 3  # store errors in a row that mean the store, not one thread, is gone
 METRICS = ("mismatch_rate", "mismatches", "fold_failure_rate", "fold_failures")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
@@ -144,41 +145,84 @@ def shares(start: float, target: float, step: float) -> list[float]:
     return out
 
 
+class Journal(Protocol):
+    """Where each step's record goes (the CLI: the run log). ``begin`` runs before the step
+    moves anything, naming every thread it is about to move, so a step cut off at any point
+    leaves a record of every thread it moved; ``end`` and ``cut`` complete it."""
+
+    def begin(self, share_from: float, share_to: float, moving: list[str]) -> None: ...
+
+    def end(self, step: Step, moved: set[str]) -> None: ...
+
+    def cut(self, moved: set[str], exc: BaseException) -> None: ...
+
+
+class _NoJournal:
+    def begin(self, share_from: float, share_to: float, moving: list[str]) -> None:
+        return None
+
+    def end(self, step: Step, moved: set[str]) -> None:
+        return None
+
+    def cut(self, moved: set[str], exc: BaseException) -> None:
+        return None
+
+
 def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Iterable[str]], *,
             start: float, target: float, step: float, guards: list[Guard],
             shadow_log: str | None = None, min_threads: int = 1, interval: float = 0.0,
-            rollback_on_trip: bool = False, on_step: Callable[[Step], None] | None = None,
+            rollback_on_trip: bool = False, journal: Journal | None = None,
+            between: Callable[[], None] = lambda: None,
             sleep: Callable[[float], None] = time.sleep) -> list[Step]:
     """Walk the share from ``start`` to ``target``. ``memory_at(share)`` opens a staged
-    memory at that share (a context manager); ``thread_ids(memory)`` lists its threads."""
+    memory at that share (a context manager); ``thread_ids(memory)`` lists its threads;
+    ``between()`` runs after each thread moved (a stop request raises there). A store that
+    goes away mid-step halts the rollout there (a ``halted`` step), like a tripped guard."""
     if any(g.metric.startswith("mismatch") for g in guards) and not shadow_log:
         raise ConfigError("a mismatch guard needs the shadow log (--shadow-log FILE or "
                           "$MEMSHIFT_SHADOW_LOG)")
     from compat.admin import summary_history
 
+    journal = journal or _NoJournal()
     since = datetime.now(timezone.utc).isoformat()
     forward, backward = ("middleware", "classic") if target >= start else ("classic", "middleware")
     cohort: set[str] = set()
     steps: list[Step] = []
     previous = start
     for share in shares(start, target, step):
-        with memory_at(share) as memory:
-            moved, failed = _move(memory, thread_ids(memory), forward)
+        moved: set[str] = set()
+        failed, lost = 0, ""
+        evidence = Evidence()
+        try:
+            with memory_at(share) as memory:
+                moving = _cohort(memory, thread_ids(memory), forward)
+                journal.begin(previous, share, moving)
+                failed = _move(memory, moving, forward, moved, between)
+                cohort |= moved
+                if interval:
+                    sleep(interval)
+                evidence = gather(cohort, since, shadow_log,
+                                  lambda tid: summary_history(memory, tid))
+        except StoreError as exc:  # the store went away: halt here, as a tripped guard does
             cohort |= moved
-            if interval:
-                sleep(interval)
-            evidence = gather(cohort, since, shadow_log,
-                              lambda tid: summary_history(memory, tid))
-        judged = evidence.threads >= min_threads
+            evidence = Evidence(threads=len(cohort))
+            lost = f"the store was lost mid-step ({exc})"
+        except BaseException as exc:
+            journal.cut(moved, exc)
+            raise
+        judged = evidence.threads >= min_threads and not lost
         tripped = [str(g) for g in guards if not g.holds(evidence)] if judged else []
         if failed:  # judged or not: a thread that did not move is never walked past
             tripped.append(f"{failed} thread(s) failed to move")
+        if lost:
+            tripped.append(lost)
         decision = "reached" if share == target else "advanced" if judged else "unjudged"
         if tripped:
             decision = "halted"
-            if rollback_on_trip:
+            if rollback_on_trip and not lost:
                 with memory_at(previous) as back:
-                    _, stuck = _move(back, sorted(moved), backward)
+                    stuck = _move(back, _cohort(back, sorted(moved), backward), backward,
+                                  set(), between)
                 cohort -= moved
                 decision = "rolled_back"
                 if stuck:
@@ -186,31 +230,50 @@ def advance(memory_at: Callable[[float], Any], thread_ids: Callable[[Any], Itera
                     decision = "halted"
         result = Step(previous, share, len(moved), failed, decision, evidence.as_dict(), tripped)
         steps.append(result)
-        if on_step is not None:
-            on_step(result)
+        journal.end(result, moved)
         if tripped:
             break
         previous = share
     return steps
 
 
-def _move(memory: Any, thread_ids: Iterable[str], to: str) -> tuple[set[str], int]:
-    """Place the listed threads this memory's share assigns to ``to``; the ids that moved
-    there (a thread with no placement yet lives on classic)."""
+def _cohort(memory: Any, thread_ids: Iterable[str], to: str) -> list[str]:
+    """The listed threads this memory's share assigns to ``to`` that live elsewhere now (a
+    thread with no placement yet lives on classic)."""
     engine = memory.backend_impl
-    moved: set[str] = set()
-    failed = 0
+    out = []
     for thread_id in thread_ids:
         if engine.desired(thread_id) != to:
             continue
         before = engine.placement_of(thread_id)
-        if (before.backend if before is not None else "classic") == to:
-            continue
+        if (before.backend if before is not None else "classic") != to:
+            out.append(thread_id)
+    return out
+
+
+def _move(memory: Any, thread_ids: Iterable[str], to: str, moved: set[str],
+          between: Callable[[], None]) -> int:
+    """Place the threads (into ``moved``, the ids that landed on ``to``); the number that
+    failed. A lost store is raised, not counted: no later thread could move either."""
+    engine = memory.backend_impl
+    failed = unreachable = 0
+    for thread_id in thread_ids:
         try:
             after = engine.place(thread_id)
+            unreachable = 0
+        except CorruptDataError:  # one thread's bad row: counted
+            failed += 1
+            continue
+        except StoreError:  # the store, not the thread: a few in a row and the step halts
+            failed += 1
+            unreachable += 1
+            if unreachable == LOST_AFTER:
+                raise
+            continue
         except Exception:  # noqa: BLE001 - one bad thread never stops the step; counted
             failed += 1
             continue
         if after is not None and after.backend == to:
             moved.add(thread_id)
-    return moved, failed
+        between()
+    return failed
