@@ -21,7 +21,9 @@ Every thread ends as exactly one of migrated, skipped or failed. ``rebuilt``, ``
 and ``changed`` are separate facts about those threads: a rebuilt thread's summary was
 recomputed from its stored history (stock classic memory never persisted one), a verified
 thread was re-read from the target and found identical to the source, a changed one received
-turns in the source after its last copy.
+turns in the source after its last copy, an incomplete one has a record (a fold record) that
+does not decode: its state moves, and the run names what it did not carry and fails
+(``compat.migrating.folds``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from compat.memory import SummaryMemory
 from compat.admin import last_transcript_id
 from compat.sources import SourceThread, ThreadSource, as_source
 from compat import admin
+from compat.migrating.folds import Gaps, history_gaps, policy_or_gap
 from compat.migrating.pages import behind_page, check_page, page_store, pages, read_page
 from compat.migrating.report import (  # the report's names stay importable from here
     ALREADY, ATTEMPTS, CHANGED, NOT_FOUND, TARGET_NEWER, MigrationReport,  # noqa: F401
@@ -188,6 +191,7 @@ def migrate(
             (lambda _tid: None)
     ids = _Again(threads, src)
     store = page_store(target) if fingerprint is not None else None
+    gaps = history_gaps(src)
     for page in pages(ids.first()):
         check = _check(src, store, page)
         read = read_page(src, [t for t in page if check is None or t not in check.unchanged])
@@ -201,14 +205,14 @@ def migrate(
                     policy_for=policy_for, fingerprint=fingerprint, paged=store is not None,
                     pending=check.pending.get(thread_id) if check is not None else None,
                     empty=check is not None and thread_id not in check.on_target,
-                    confirms=confirms)
+                    confirms=confirms, gaps=gaps)
             if on_thread is not None:
                 on_thread(thread_id, outcome)
         if not dry_run:  # these marks count from now on
             _confirm(store, confirms)
     if target is not None and not dry_run:
         _delta(src, target, ids, report, verify=verify, policy_for=policy_for,
-               fingerprint=fingerprint, store=store)
+               fingerprint=fingerprint, store=store, gaps=gaps)
     return report
 
 
@@ -269,7 +273,8 @@ def _behind_in(src: ThreadSource, target: SummaryMemory, store: Any,
 
 def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: MigrationReport,
            *, verify: bool, policy_for: Callable[[str], MemoryPolicy | None],
-           fingerprint: Fingerprint | None = None, store: Any = None) -> None:
+           fingerprint: Fingerprint | None = None, store: Any = None,
+           gaps: Gaps | None = None) -> None:
     """Threads written in the source during the run: copied again once, then any that moved
     on once more are reported ``changed during migration`` (not verified)."""
     settled = {t for t, r in report.skipped if r in (TARGET_NEWER, NOT_FOUND)}
@@ -281,7 +286,7 @@ def _delta(src: ThreadSource, target: SummaryMemory, ids: _Again, report: Migrat
     for thread_id in behind:
         _migrate_one(src.read, target, thread_id, report, verify=verify, dry_run=False,
                      policy_for=policy_for, fingerprint=fingerprint, paged=True,
-                     confirms=confirms)
+                     confirms=confirms, gaps=gaps)
         report.caught_up.append(thread_id)
     _confirm(store, confirms)
     report.changed.extend(t for t in behind if _behind(src, target, t))
@@ -294,13 +299,14 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
                  policy_for: Callable[[str], MemoryPolicy | None],
                  fingerprint: Fingerprint | None = None, paged: bool = False,
                  pending: str | None = None, empty: bool = False,
-                 confirms: dict[str, str] | None = None) -> str:
+                 confirms: dict[str, str] | None = None, gaps: Gaps | None = None) -> str:
     """One thread the full way. ``paged``: fingerprints are the page check's (never judged
     here: a page that could not be checked goes the full path);
     ``pending``: the token of this source's mark, unverified, that a comparison finding the
     thread identical confirms; ``empty``: the page read found no transcript on the target
     (the first attempt writes without reading it: the write's compare-and-set still checks);
-    ``confirms``: where a verified thread's mark token goes (confirmed a page at a time)."""
+    ``confirms``: where a verified thread's mark token goes (confirmed a page at a time);
+    ``gaps``: what the thread's records let the run not carry (reported, never a mark)."""
     try:
         started = time.perf_counter()
         if target is not None and fingerprint is not None and not paged and \
@@ -313,7 +319,11 @@ def _migrate_one(read: Callable[[str], SourceThread | None], target: SummaryMemo
         record = found.record
         if found.note:
             report.notes.add(thread_id, found.note)
-        policy = policy_for(thread_id)
+        policy, gap = policy_or_gap(policy_for, thread_id, target)
+        gap = (gaps(thread_id) if gaps is not None else None) or gap
+        if gap is not None:  # the state still moves; the run names what it did not carry
+            report.incomplete.append((thread_id, gap))
+            confirms = None  # nor is its mark trusted by a re-run
         if found.rebuild and target is not None:
             record = rebuild_record(target, record.thread_id, record.transcript, policy)
         for attempt in range(ATTEMPTS):

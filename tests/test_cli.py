@@ -130,7 +130,7 @@ def test_json_results_and_exit_codes_per_command(tmp_path: Path) -> None:
                                  str(tmp_path / "threads.txt"), "--json", check=1).stdout)
     assert failed["counts"] == {"total": 4, "migrated": 3, "skipped": 0, "failed": 1,
                                 "verified": 3, "rebuilt": 0, "target_newer": 0, "changed_during_migration": 0, "caught_up": 0,
-                     "unchanged_since_migrated": 0}
+                     "unchanged_since_migrated": 0, "incomplete": 0}
     assert failed["exit_code"] == 1 and failed["threads"]["failed"][0]["reason"]
     assert set(failed) == {"command", "run_id", "dry_run", "ok", "exit_code", "shard", "source",
                            "target", "policy", "counts", "skipped_by_reason", "threads",
@@ -166,11 +166,11 @@ def test_rerun_counts_each_thread_once(tmp_path: Path) -> None:
     first = json.loads(memshift(*args, check=0).stdout)["counts"]
     assert first == {"total": 3, "migrated": 3, "skipped": 0, "failed": 0, "verified": 3,
                      "rebuilt": 3, "target_newer": 0, "changed_during_migration": 0, "caught_up": 0,
-                     "unchanged_since_migrated": 0}
+                     "unchanged_since_migrated": 0, "incomplete": 0}
     second = json.loads(memshift(*args, check=0).stdout)  # by fingerprint: nothing rebuilt
     assert second["counts"] == {"total": 3, "migrated": 0, "skipped": 3, "failed": 0,
                                 "verified": 3, "rebuilt": 0, "target_newer": 0, "changed_during_migration": 0, "caught_up": 0,
-                                "unchanged_since_migrated": 3}
+                                "unchanged_since_migrated": 3, "incomplete": 0}
     assert second["skipped_by_reason"] == {"already migrated (identical)": 3}
 
 

@@ -1,6 +1,8 @@
 """Corrupt rows are one thread's problem: a row that does not decode raises
 ``CorruptDataError`` naming the thread, the table and the row; other threads keep working;
-migrate, rollout move and resummarize count the thread as failed and carry on (exit 1)."""
+migrate, rollout move and resummarize count the thread as failed and carry on (exit 1); a
+corrupt fold record lets migrate carry the thread's state and name what it did not carry
+(exit 1)."""
 
 from __future__ import annotations
 
@@ -87,15 +89,18 @@ def test_migrate_counts_the_corrupt_thread_failed_and_carries_on(tmp_path: Path,
         assert len(target.transcript("good-1")) == 8 and len(target.transcript("good-2")) == 8
 
 
-def test_a_corrupt_fold_record_never_stops_migrate(tmp_path: Path) -> None:
+def test_a_corrupt_fold_record_never_stops_migrate_but_is_named(tmp_path: Path) -> None:
     """The recorded-policy scan reads every thread's newest record: a malformed one made the
-    whole run exit 3. The thread's state is intact, so it migrates; the record is skipped."""
+    whole run exit 3. The thread's state is intact, so it migrates with every other thread;
+    what it could not carry is named (thread, table) and the run exits 1, never 0
+    (``tests/test_corrupt_folds.py`` covers both directions and PostgreSQL)."""
     db = tmp_path / "s.db"
     _seed(f"sqlite:///{db}", "classic")
     _sql(db, CORRUPTIONS["memshift_folds"][1])
     done = _memshift("migrate", "--from", "classic", "--from-store", f"sqlite:///{db}",
                      "--to", "middleware", "--to-store", f"sqlite:///{tmp_path}/t.db")
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "INCOMPLETE 'bad': memshift_folds: fold history not carried" in done.stdout
     with SummaryMemory(backend="middleware", store=f"sqlite:///{tmp_path}/t.db") as target:
         assert all(len(target.transcript(t)) == 8 for t in ("good-1", "bad", "good-2"))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from compat.cli._common import Output, show_url
 from compat.cli._jsonstream import Items
+from compat.migrating.folds import split_gap
 from compat.migrating.ids import Outcomes, ThreadIds
 from compat.migration import ALREADY, NOT_FOUND, MigrationReport
 
@@ -98,8 +99,13 @@ def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,
     if report.changed:
         out.line(f"changed during migration: {len(report.changed)} thread(s) received turns in "
                  "the source after their last copy: not verified; re-run to copy them")
+    if report.incomplete:
+        out.line(f"incomplete: {len(report.incomplete)} thread(s) with records the run could "
+                 "not carry (see INCOMPLETE lines below; their state is counted above)")
     for tid, reason in report.failed:
         out.line(f"  FAILED {tid!r}: {reason}")
+    for tid, gap in report.incomplete:
+        out.line(f"  INCOMPLETE {tid!r}: {gap}")
     for note in report.notes.distinct():
         out.line(f"  note: {note}")
     if run_id:
@@ -127,6 +133,7 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
             "rebuilt": _ids(report.rebuilt),
             "changed": _ids(report.changed),
             "caught_up": _ids(report.caught_up),
+            "incomplete": _gaps(report.incomplete),
         },
         "notes": report.notes.distinct(),
         "stats": run_stats(out, report.total),
@@ -136,6 +143,12 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
 def _ids(threads: ThreadIds) -> Items:
     """A report's thread list, decoded as it is written."""
     return Items(lambda: iter(threads))
+
+
+def _gaps(pairs: Outcomes) -> Items:
+    """``{"thread_id", "table", "not_carried"}``: what the run could not carry of a thread."""
+    return Items(lambda: ({"thread_id": t, "table": split_gap(g)[0],
+                           "not_carried": split_gap(g)[1]} for t, g in pairs))
 
 
 def _outcomes(pairs: Outcomes) -> Items:

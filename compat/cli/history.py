@@ -16,7 +16,8 @@ def _counts(counts: dict[str, Any] | None) -> str:
     if not counts:
         return ""
     always = ("migrated", "moved", "skipped", "failed")  # the others only when not zero
-    keys = ("migrated", "moved", "rebuilt", "skipped", "unchanged", "already_there", "failed")
+    keys = ("migrated", "moved", "rebuilt", "skipped", "unchanged", "already_there", "failed",
+            "incomplete")
     return " ".join(f"{k}={counts[k]}" for k in keys
                     if k in counts and (counts[k] or k in always))
 

@@ -164,7 +164,9 @@ def migrate_command(source_kind: str, target_kind: str, as_json: bool, output: s
     failed. Threads written in the source during the run are copied again by a delta pass;
     any written again after it are reported "changed during migration" (not verified). The
     policy is the one recorded with the source's threads (else the target's); policy options
-    that contradict it need --policy-override. Exit 0 when no thread failed or changed, 1
+    that contradict it need --policy-override. A thread with a record that does not decode
+    (a fold record) still moves its state and is reported INCOMPLETE, naming the table and
+    what was not carried. Exit 0 when no thread failed, changed or was incomplete, 1
     otherwise, 2 for usage and configuration errors.
     """
     from compat.cli._policy import summarizer_from

@@ -60,19 +60,24 @@ class MigrationReport:
     # skipped by a re-run's fingerprint: unchanged on both sides since this source's migration
     fingerprinted = _Field(ThreadIds)
     notes = _Field(Notes)  # thread -> its source's note
+    # (thread, "<table>: <what was not carried>"): a record of the thread that does not decode
+    # (``compat.migrating.folds``); its state may still have moved
+    incomplete = _Field(Outcomes)
 
     def __init__(self, source: str, target: str, dry_run: bool = False, *,
                  migrated: Iterable[str] = (), skipped: Iterable[tuple[str, str]] = (),
                  failed: Iterable[tuple[str, str]] = (), verified: Iterable[str] = (),
                  rebuilt: Iterable[str] = (), changed: Iterable[str] = (),
                  caught_up: Iterable[str] = (), fingerprinted: Iterable[str] = (),
-                 notes: Mapping[str, str] | None = None) -> None:
+                 notes: Mapping[str, str] | None = None,
+                 incomplete: Iterable[tuple[str, str]] = ()) -> None:
         self.source, self.target, self.dry_run = source, target, dry_run
         self.ids = IdTable()
         self.migrated, self.skipped, self.failed = migrated, skipped, failed
         self.verified, self.rebuilt, self.changed = verified, rebuilt, changed
         self.caught_up, self.fingerprinted = caught_up, fingerprinted
         self.notes = notes or {}
+        self.incomplete = incomplete
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MigrationReport):
@@ -88,8 +93,9 @@ class MigrationReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing failed, and every thread the run copied is what its source holds."""
-        return not self.failed and not self.changed
+        """Nothing failed, every thread the run copied is what its source holds, and it
+        carried all of each thread's records."""
+        return not self.failed and not self.changed and not self.incomplete
 
     def forget(self, thread_ids: str | Iterable[str]) -> None:
         """Drop the threads' outcomes (the delta pass copies them again): one pass over each
@@ -97,7 +103,7 @@ class MigrationReport:
         run would otherwise cost ~10^9 comparisons)."""
         gone = {thread_ids} if isinstance(thread_ids, str) else set(thread_ids)
         for kept in (self.migrated, self.verified, self.rebuilt, self.fingerprinted,
-                     self.skipped, self.failed, self.notes):
+                     self.skipped, self.failed, self.notes, self.incomplete):
             kept.drop(gone)
 
     @property
@@ -105,7 +111,7 @@ class MigrationReport:
         return len(self.migrated) + len(self.skipped) + len(self.failed)
 
     def counts(self) -> dict[str, int]:
-        """Outcomes (they add up to ``total``) and the two separate facts."""
+        """Outcomes (they add up to ``total``) and the separate facts about those threads."""
         reasons = self.skipped_by_reason()
         return {"total": self.total, "migrated": len(self.migrated),
                 "skipped": len(self.skipped), "failed": len(self.failed),
@@ -113,7 +119,7 @@ class MigrationReport:
                 "target_newer": reasons.get(TARGET_NEWER, 0),
                 "changed_during_migration": len(self.changed),
                 "caught_up": len(self.caught_up), "unchanged_since_migrated":
-                len(self.fingerprinted)}
+                len(self.fingerprinted), "incomplete": len(self.incomplete)}
 
     def skipped_by_reason(self) -> dict[str, int]:
         return self.skipped.by_reason()
@@ -122,7 +128,8 @@ class MigrationReport:
         return [("migrated" if not self.dry_run else "would migrate", len(self.migrated)),
                 ("skipped", len(self.skipped)), ("failed", len(self.failed)),
                 ("verified", len(self.verified)), ("summary rebuilt", len(self.rebuilt)),
-                ("changed during migration", len(self.changed))]
+                ("changed during migration", len(self.changed)),
+                ("incomplete", len(self.incomplete))]
 
 
 # the per-thread fields, as declared (``__eq__`` compares them all)
