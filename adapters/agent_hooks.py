@@ -17,7 +17,7 @@ process that dies with a summary pending loses nothing: the next call plans the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -33,7 +33,9 @@ from adapters.stores.base import Store, Tx, in_transaction, store_io
 from adapters.thread_keys import storage_id
 from adapters.workers import WorkersBusy, run_in_background
 
-__all__ = ["FoldHooks"]
+__all__ = ["FoldHooks", "TurnSink"]
+
+TurnSink = Callable[[str, list[BaseMessage]], None]  # (thread, the agent's window after a turn)
 
 
 class FoldHooks:
@@ -42,6 +44,12 @@ class FoldHooks:
     def __init__(self, folder: Folder, store: Store) -> None:
         self.folder, self.store = folder, store
         self.folds = AgentFolds()  # background summaries waiting for their thread's next call
+        self.through: TurnSink | None = None
+
+    def write_through(self, sink: TurnSink | None) -> None:
+        """Where an agent's turn goes before the transcript: a stock history the memory writes
+        through (``compat._adopt``), so the stock import swapped back sees agent turns too."""
+        self.through = sink
 
     @property
     def background(self) -> bool:
@@ -176,7 +184,8 @@ class FoldHooks:
 
     def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
         store, folder = self.store, self.folder
-
+        if self.through is not None:  # first, as a classic save writes through first
+            yield IO(self.through, _in_thread(self.through), thread_id, list(window))
         if not folder.records:
             return
 
@@ -193,6 +202,13 @@ class FoldHooks:
     async def aafter_agent(self, window: Sequence[BaseMessage]) -> None:
         if (thread_id := _run_thread()) is not None:
             await run_async(self._after(thread_id, window))
+
+
+def _in_thread(sink: TurnSink) -> Callable[[str, list[BaseMessage]], Awaitable[None]]:
+    """The async twin of a blocking sink: a stock history's driver is synchronous."""
+    async def run(thread_id: str, window: list[BaseMessage]) -> None:
+        await asyncio.to_thread(sink, thread_id, window)
+    return run
 
 
 def _run_thread() -> str | None:

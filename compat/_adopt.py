@@ -151,6 +151,21 @@ class LegacyAdopter:
                 set_id(message, new_id())
         self.write(thread_id, [detach(m) for m in turn])
 
+    def after_agent_turn(self, thread_id: str, window: list[BaseMessage]) -> None:
+        """An agent's turn (``memory.middleware`` inside ``create_agent``) written through: the
+        window's messages the history does not hold yet, in order (the summary message is not
+        in the window; what a fold removed was written through on its own turn). Reads the
+        history once a turn, as a per-request stock history does."""
+        if self.write is None:
+            return
+        from compat._turns import stable_ids
+        from adapters.view import detach
+
+        held = {m.id for m in stable_ids(thread_id, self.read(thread_id))}
+        new = [detach(m) for m in window if m.id is not None and m.id not in held]
+        if new:
+            self.write(thread_id, new)
+
     def clear(self, thread_id: str) -> None:
         """``memory.clear()`` clears the written-through history too, as stock's does."""
         if self.write is not None and self.wipe is not None:

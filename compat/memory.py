@@ -279,9 +279,12 @@ class SummaryMemory(StockSurface, BaseMemory):
         return self._require_middleware("middleware").middleware
 
     def _require_middleware(self, what: str) -> Any:
-        engine = self._rt.backend.middleware_engine()
+        rt = self._rt
+        engine = rt.backend.middleware_engine()
         if engine is None or self.backend_name == "classic":
             raise ConfigError(f"memory.{what} is for the middleware backend; this memory runs "
                               f"{self.backend_name!r}. Flip the flag to backend='middleware' "
                               "(threads move at first touch) or use backend='staged'.")
+        if rt.adopter is not None and rt.adopter.write is not None and engine.hooks is not None:
+            engine.hooks.write_through(rt.adopter.after_agent_turn)  # agent turns too
         return engine
