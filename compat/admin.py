@@ -5,7 +5,8 @@ policy); the ``memshift`` commands call these very functions (as Alembic's comma
 ``alembic.command`` functions). Placements (``pin``, ``unpin``, ``placement``), whole-state
 writes (``restore_thread``), summaries rebuilt from the transcript (``rebuild``,
 ``resummarize``), fold records (``summary_history``), thread listing (``thread_ids``,
-``iter_thread_ids``, ``last_transcript_id``), conversations out as replay lines
+``iter_thread_ids``, ``iter_listed_threads``, ``last_transcript_id``), conversations out as
+replay lines
 (``export_conversations``, ``missing_threads``), opening a store read-only
 (``open_read_only``), ``reopen``, erasure (``forget``: ``compat.erasure``) and releasing a
 finished event loop's connections (``arelease``).
@@ -24,15 +25,18 @@ from adapters import MemoryPolicy, MemoryView, ThreadRecord, compare_views
 from adapters.errors import ConfigError, StoreError
 from adapters.fold import FoldRecord
 from adapters.stores.base import Placement, require
+from adapters.thread_keys import is_key, storage_id
 from compat._turns import check_thread_id
 
 if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
 __all__ = ["MissingThreads", "Rebuild", "arelease", "export_conversations", "forget",
-           "iter_thread_ids", "last_transcript_id", "missing_threads", "open_read_only", "pin",
+           "iter_listed_threads", "iter_thread_ids", "last_transcript_id", "missing_threads", "open_read_only", "pin",
            "placement", "read_only_memory", "rebuild", "reopen", "restore_thread",
            "resummarize", "summary_history", "thread_ids", "unpin"]
+
+_NAMED_PAGE = 500  # listed ids whose originals (long ids) are asked for in one read
 
 
 # -- placements -------------------------------------------------------------------------------
@@ -169,11 +173,30 @@ def summary_history(memory: SummaryMemory, thread_id: str) -> list[dict[str, Any
 
 
 def iter_thread_ids(memory: SummaryMemory) -> Iterator[str]:
-    """Every thread with a transcript in the memory's stores, streamed, each once."""
+    """Every thread with a transcript in the memory's stores, streamed, each once, by the id
+    the stores keep: a long id's key (``adapters.thread_keys``), which every memory operation
+    takes too (``iter_listed_threads`` gives the id the application passed beside it)."""
+    return (kept for kept, _ in iter_listed_threads(memory))
+
+
+def iter_listed_threads(memory: SummaryMemory) -> Iterator[tuple[str, str]]:
+    """``(kept, shown)`` for every thread with a transcript, streamed, each once: the id the
+    stores keep (for the memory's operations and its engines) and the id the application
+    passed (for people: listings, reports). They differ only for a long id whose original
+    was recorded; listing it lets this process record the original wherever it writes the
+    thread next (a migration's target, another store of a rollout)."""
     homes = [require(s, "reads", "listing threads") for s in memory.backend_impl.homes()]
-    if len(homes) == 1:
-        return homes[0].iter_thread_ids()
-    return _unique(homes)
+    return _listed(homes, homes[0].iter_thread_ids() if len(homes) == 1 else _unique(homes))
+
+
+def _listed(homes: list[Any], ids: Iterator[str]) -> Iterator[tuple[str, str]]:
+    page: list[str] = []
+    for thread_id in ids:
+        page.append(thread_id)
+        if len(page) == _NAMED_PAGE:
+            yield from _named(homes, page)
+            page = []
+    yield from _named(homes, page)
 
 
 def _unique(homes: list[Any]) -> Iterator[str]:
@@ -186,12 +209,34 @@ def _unique(homes: list[Any]) -> Iterator[str]:
 
 
 def thread_ids(memory: SummaryMemory) -> list[str]:
-    """Every thread with a transcript in the memory's stores, in first-seen order."""
+    """Every thread with a transcript in the memory's stores, in first-seen order, named as
+    the application named it (a long id, not the key it is kept under)."""
     homes = [require(s, "reads", "listing threads") for s in memory.backend_impl.homes()]
     if len(homes) > 1:
-        return list(iter_thread_ids(memory))
+        return [shown for _, shown in iter_listed_threads(memory)]
     with homes[0].guard("thread_ids"):
-        return homes[0].thread_ids()
+        ids = homes[0].thread_ids()
+    return [shown for _, shown in _named(homes, ids)]
+
+
+def _named(homes: list[Any], ids: list[str]) -> list[tuple[str, str]]:
+    names = _originals(homes, ids)
+    return [(t, names.get(t, t)) for t in ids]
+
+
+def _originals(homes: list[Any], ids: Sequence[str]) -> dict[str, str]:
+    """The originals of the long ids among ``ids`` (no read when there is none). Each is
+    checked against its key (a row naming another thread is not shown), which also lets
+    this process record it where it writes the thread (``thread_keys.original_of``)."""
+    if not any(is_key(t) for t in ids):
+        return {}
+    found: dict[str, str] = {}
+    for store in homes:
+        with store.guard("listing threads"):
+            recorded = store.original_ids(ids)
+        found.update((key, original) for key, original in recorded.items()
+                     if storage_id(original) == key)
+    return found
 
 
 def last_transcript_id(memory: SummaryMemory, thread_id: str) -> str | None:
@@ -241,15 +286,18 @@ def _export_lines(memory: SummaryMemory, listed: list[str] | None, sample: int |
                   seed: int) -> Iterator[dict[str, Any]]:
     from compat.conversations import message_line
 
-    chosen = _sample(listed if listed is not None else iter_thread_ids(memory), sample, seed)
-    for tid in (listed if listed is not None else iter_thread_ids(memory)):
-        if chosen is not None and tid not in chosen:
+    def threads() -> Iterator[tuple[str, str]]:  # (kept, shown): lines name the shown id
+        return ((t, t) for t in listed) if listed is not None else iter_listed_threads(memory)
+
+    chosen = _sample((shown for _, shown in threads()), sample, seed)
+    for tid, shown in threads():
+        if chosen is not None and shown not in chosen:
             continue
         transcript = memory.transcript(tid)
         if not transcript:  # listed by the store, yet empty: never exported as a thread
-            raise ConfigError(f"thread {tid!r} has no transcript where it lives")
+            raise ConfigError(f"thread {shown!r} has no transcript where it lives")
         for message in transcript:
-            yield message_line(tid, message)
+            yield message_line(shown, message)
 
 
 def _sample(ids: Iterable[str], n: int | None, seed: int) -> set[str] | None:

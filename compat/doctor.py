@@ -173,38 +173,39 @@ def diagnose(url: str, *, limit: int | None = None,
     classic, middleware = memory.backend_impl.leaves()[:2]
     unrecorded: Counter[str] = Counter()
     try:
-        for n, thread_id in enumerate(admin.iter_thread_ids(memory)):
+        # ``thread_id``: what the stores keep; ``shown``: the id the application passed
+        for n, (thread_id, shown) in enumerate(admin.iter_listed_threads(memory)):
             if limit is not None and n >= limit:
                 break
             diagnosis.threads += 1
             if on_thread is not None:
-                on_thread(thread_id)
+                on_thread(shown)
             leaves = {"classic": classic, "middleware": middleware}
             history = admin.summary_history(memory, thread_id)
             if history and history[-1].get("summarizer") == "fallback":
-                diagnosis.fallback.append(thread_id)
+                diagnosis.fallback.append(shown)
                 diagnosis.problems.append({
                     "what": "the summarizer kept failing: the newest fold used the offline "
-                            "fallback (the messages are in the transcript)", "thread": thread_id,
-                    "fix": f"memshift resummarize --backend <backend> --thread {thread_id!r} "
+                            "fallback (the messages are in the transcript)", "thread": shown,
+                    "fix": f"memshift resummarize --backend <backend> --thread {shown!r} "
                            f"--store {diagnosis.store}"})
             placement = admin.placement(memory, thread_id)
             if placement is not None:  # the record decides: is there anything where it says?
                 if not _has_state(leaves[placement.backend].load(thread_id)):
-                    diagnosis.empty.append(thread_id)
+                    diagnosis.empty.append(shown)
                 continue
             sides = [name for name, leaf in leaves.items() if _has_state(leaf.load(thread_id))]
             if len(sides) == 2:
-                diagnosis.ambiguous.append(thread_id)
+                diagnosis.ambiguous.append(shown)
                 diagnosis.problems.append({
                     "what": "state on both backends and no placement record: a path would "
-                            "guess which one serves the thread", "thread": thread_id,
-                    "fix": f"memshift rollout move --to <backend> --thread {thread_id!r} "
+                            "guess which one serves the thread", "thread": shown,
+                    "fix": f"memshift rollout move --to <backend> --thread {shown!r} "
                            f"--store {diagnosis.store}"})
             elif sides:
                 unrecorded[sides[0]] += 1
             else:
-                diagnosis.empty.append(thread_id)
+                diagnosis.empty.append(shown)
     finally:
         memory.close()
     diagnosis.unrecorded = dict(unrecorded)

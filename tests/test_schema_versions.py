@@ -192,8 +192,8 @@ def test_a_step_half_applied_by_hand_runs_again_cleanly(dialect: str, fresh_stor
     name = "postgresql" if dialect == "postgres" else "sqlite"
     _execute(url, STEPS[0].sql(name, status.catalog) + STEPS[1].sql(name, status.catalog))
     store = open_store(url)
-    assert store.schema_applied == ("4: pinned threads (memshift_placement.pinned); versions "
-                                    "recorded",)  # 2 and 3 read as done from the catalog
+    assert store.schema_applied == tuple(  # 2 and 3 read as done from the catalog
+        f"{s.version}: {s.name}" for s in STEPS[2:])
     store.close()
     again = open_store(url)
     assert again.schema_applied == ()
@@ -241,10 +241,10 @@ def test_a_store_from_a_newer_memshift_is_refused_naming_both_versions(
                     lambda: SummaryMemory(store=url, backend="middleware"),
                     lambda: open_read_only(url)):
         with pytest.raises(StoreError, match=r"schema version 9 \(written by memshift 0\.9\.0\)"
-                                             r".*versions up to 4"):
+                                             rf".*versions up to {CURRENT}"):
             opening()
     code, result = _schema_cli(capsys, "upgrade", "--store", url)
-    assert code == 2 and "version 9" in result["error"] and "up to 4" in result["error"]
+    assert code == 2 and "version 9" in result["error"] and f"up to {CURRENT}" in result["error"]
     assert _catalog(url) == before
 
 
@@ -259,7 +259,7 @@ def test_create_schema_false_runs_no_ddl_and_says_what_to_run(
     old = fresh_store(dialect)
     _old_store(old, dialect, 2)
     before = _catalog(old)
-    with pytest.raises(StoreError, match="schema version 2 .*needs version 4"):
+    with pytest.raises(StoreError, match=f"schema version 2 .*needs version {CURRENT}"):
         open_store(old + "?create_schema=0")
     assert _catalog(old) == before
     current = _fresh(fresh_store, dialect)
@@ -303,7 +303,7 @@ def test_processes_starting_together_upgrade_once(dialect: str, fresh_store: Any
     for t in threads:
         t.join()
     assert errors == []
-    assert [v for v, _ in _history(url)] == [2, 3, 4]
+    assert [v for v, _ in _history(url)] == [s.version for s in STEPS]
 
 
 def test_upgrade_check_writes_nothing_and_exits_1(fresh_store: Any,
@@ -312,11 +312,12 @@ def test_upgrade_check_writes_nothing_and_exits_1(fresh_store: Any,
     _old_store(url, "sqlite", 3)
     before = _catalog(url)
     code, result = _schema_cli(capsys, "upgrade", "--check", "--store", url)
-    assert code == 1 and [s["version"] for s in result["memshift"]["pending"]] == [4]
+    assert code == 1 and [s["version"] for s in result["memshift"]["pending"]] == [4, 5]
     assert _catalog(url) == before
     code, result = _schema_cli(capsys, "upgrade", "--store", url)
     assert code == 0 and result["applied"] == [
-        "4: pinned threads (memshift_placement.pinned); versions recorded"]
+        "4: pinned threads (memshift_placement.pinned); versions recorded",
+        "5: original long thread ids (memshift_long_ids)"]
     code, again = _schema_cli(capsys, "upgrade", "--store", url)
     assert code == 0 and again["applied"] == []
 

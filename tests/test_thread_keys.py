@@ -1,5 +1,6 @@
 """Thread ids over the byte budget are stored under a key derived from them, the same on every
-store (so such a thread can move between stores), and the caller keeps using its own id."""
+store (so such a thread can move between stores), and the caller keeps using its own id
+(listings show it too: tests/test_long_ids.py)."""
 
 from __future__ import annotations
 
@@ -37,5 +38,5 @@ def test_long_ids_keep_their_threads_apart_on_every_store(kind: str, fresh_store
         assert [m.text for m in memory.transcript(tid)] == [f"q{n}", f"a{n}"]
         view = memory.for_thread(tid)
         assert f"q{n}" in view.load_memory_variables({})["history"]
-    assert sorted(memory.thread_ids()) == sorted(storage_id(t) for t in ids)
+    assert sorted(memory.thread_ids()) == sorted(ids)  # as the application named them
     memory.close()

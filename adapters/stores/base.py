@@ -256,8 +256,8 @@ class Store(ABC):
 
     def erase(self, tx: Tx, placement: bool) -> int:
         """Delete everything of the thread in this store — transcript, both backends' state
-        (every retained checkpoint), fold records, and with ``placement`` its placement — in
-        ``tx``. Gives the number of transcript messages deleted. Stores that cannot erase
+        (every retained checkpoint), fold records, and with ``placement`` its placement and
+        the original of a long id (``Reads.original_ids``) — in ``tx``. Gives the number of transcript messages deleted. Stores that cannot erase
         say so (``StoreError``), never half-erase."""
         raise StoreError(f"{type(self).__name__} cannot erase threads")
 
@@ -327,6 +327,13 @@ class Reads(ABC):
     def iter_thread_ids(self) -> Iterator[str]:
         """Threads with a transcript, streamed (SQL stores page through them)."""
         return iter(self.thread_ids())
+
+    def original_ids(self, thread_ids: Sequence[str]) -> dict[str, str]:
+        """The id the application passed for each of ``thread_ids`` that is the key of a
+        long id (``adapters.thread_keys``) whose original this store recorded; listings
+        show it. Ids the stores keep as they are are not in the answer. A store that
+        records no originals lists the keys (this default)."""
+        return {}
 
 
 CAPABILITIES = ("log", "classic", "checkpoints", "placements", "reads")

@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters import _upstream as _up
 from adapters.errors import DeltaStateError
+from adapters.thread_keys import original_of
 from adapters.view import detach
 from adapters.stores.base import (
     Checkpoints, ClassicSnapshot, ClassicState, Placement, Placements, Reads, Store, Tx,
@@ -189,6 +190,7 @@ class MemoryStore(Store, Placements, Reads):
         self._transcript_ids: dict[str, set[str]] = {}
         self._folds: dict[str, list[dict[str, Any]]] = {}
         self._placements: dict[str, Placement] = {}
+        self._long_ids: dict[str, str] = {}  # a long id's key -> the id the application passed
         self.classic = _MemoryClassic(self._guard)
         self.checkpoints = _MemoryCheckpoints(keep_checkpoints)
 
@@ -247,6 +249,9 @@ class MemoryStore(Store, Placements, Reads):
                 log.append(tx.copy(message))
                 if message.id is not None:
                     ids.add(message.id)
+            if (original := original_of(tid)) is not None and tid not in self._long_ids:
+                self._long_ids[tid] = original  # a long id: its name, beside the key
+                tx.undo.append(lambda: self._long_ids.pop(tid, None))
 
     def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
         with self._guard:
@@ -269,11 +274,12 @@ class MemoryStore(Store, Placements, Reads):
         with self._guard:
             kept = (self._transcripts.pop(tid, None), self._transcript_ids.pop(tid, None),
                     self._folds.pop(tid, None),
-                    self._placements.pop(tid, None) if placement else None)
+                    self._placements.pop(tid, None) if placement else None,
+                    self._long_ids.pop(tid, None) if placement else None)
 
             def undo() -> None:
                 for table, value in zip((self._transcripts, self._transcript_ids, self._folds,
-                                         self._placements), kept):
+                                         self._placements, self._long_ids), kept):
                     if value is not None:
                         table[tid] = value  # type: ignore[index]
             tx.undo.append(undo)
@@ -321,3 +327,7 @@ class MemoryStore(Store, Placements, Reads):
     def thread_ids(self) -> list[str]:
         with self._guard:
             return list(self._transcripts)
+
+    def original_ids(self, thread_ids: Sequence[str]) -> dict[str, str]:
+        with self._guard:
+            return {t: self._long_ids[t] for t in thread_ids if t in self._long_ids}

@@ -6,7 +6,9 @@ SQLAlchemy or, compiled, through a PostgreSQL batch), and the message codec.
 - ``memshift_window``: the classic verbatim window (64-bit row ids);
 - ``memshift_classic``: the running summary and fold count per thread;
 - ``memshift_folds``: fold records, written in the transaction of the state they describe;
-- ``memshift_placement``: which backend serves a thread (staged cutover).
+- ``memshift_placement``: which backend serves a thread (staged cutover);
+- ``memshift_long_ids``: the id the application passed, for a thread kept under the key of
+  an id over the byte budget (``adapters.thread_keys``), so listings can show it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from adapters.stores.base import Placement
 from adapters.view import detach
 
 __all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "ERASE_FOLDS",
-           "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
-           "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_PLACEMENT", "classic_table", "dump_message", "folds_table",
-           "forget_decoded", "load_message", "metadata", "placement_table", "transcript_table", "window_table"]
+           "ERASE_LONG_ID", "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
+           "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_LONG_IDS", "READ_PLACEMENT",
+           "classic_table", "dump_message", "folds_table", "forget_decoded", "load_message",
+           "long_ids_table", "metadata", "placement_table", "transcript_table", "window_table"]
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
 
@@ -72,6 +75,12 @@ placement_table = Table(
     Column("pinned", Boolean, nullable=False, default=False, server_default=false()),
 )
 
+long_ids_table = Table(
+    "memshift_long_ids", metadata,
+    Column("thread_id", Text, primary_key=True),  # the key (adapters.thread_keys)
+    Column("original", Text, nullable=False),  # the id the application passed: data only
+)
+
 READ_CLASSIC = union_all(
     select(literal_column("0").label("kind"), classic_table.c.summary.label("text"),
            classic_table.c.folds.label("n")).where(classic_table.c.thread_id == bindparam("tid")),
@@ -87,6 +96,7 @@ DELETE_CLASSIC = delete(classic_table).where(classic_table.c.thread_id == bindpa
 ERASE_TRANSCRIPT = delete(transcript_table).where(transcript_table.c.thread_id == bindparam("tid"))
 ERASE_FOLDS = delete(folds_table).where(folds_table.c.thread_id == bindparam("tid"))
 ERASE_PLACEMENT = delete(placement_table).where(placement_table.c.thread_id == bindparam("tid"))
+ERASE_LONG_ID = delete(long_ids_table).where(long_ids_table.c.thread_id == bindparam("tid"))
 COUNT_TRANSCRIPT = select(func.count()).select_from(transcript_table).where(
     transcript_table.c.thread_id == bindparam("tid"))
 INSERT_FOLD = folds_table.insert().values(thread_id=bindparam("tid"), record=bindparam("record"))
@@ -95,6 +105,8 @@ LAST_IDS = (select(transcript_table.c.message_id)
             .order_by(transcript_table.c.id.desc()).limit(bindparam("n")))
 READ_FOLDS = (select(folds_table.c.record, folds_table.c.id)
               .where(folds_table.c.thread_id == bindparam("tid")).order_by(folds_table.c.id))
+READ_LONG_IDS = select(long_ids_table.c.thread_id, long_ids_table.c.original).where(
+    long_ids_table.c.thread_id.in_(bindparam("tids", expanding=True)))
 READ_PLACEMENT = select(
     placement_table.c.backend, placement_table.c.version, placement_table.c.since,
     placement_table.c.pinned).where(placement_table.c.thread_id == bindparam("tid"))

@@ -27,7 +27,7 @@ from adapters.stores.base import Placements, Reads, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
-    COUNT_TRANSCRIPT, ERASE_FOLDS, ERASE_PLACEMENT, ERASE_TRANSCRIPT, classic_table,
+    COUNT_TRANSCRIPT, ERASE_FOLDS, ERASE_LONG_ID, ERASE_PLACEMENT, ERASE_TRANSCRIPT, classic_table,
     forget_decoded, metadata,
 )
 from adapters.stores.sql_classic import SqlClassic
@@ -199,7 +199,8 @@ class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks):
         self._before_erase(tx)
         forget_decoded()
         (count,) = self.fetch(tx, COUNT_TRANSCRIPT, {"tid": tx.thread_id})[0]
-        for stmt in (ERASE_TRANSCRIPT, ERASE_FOLDS, *((ERASE_PLACEMENT,) if placement else ())):
+        whole = (ERASE_PLACEMENT, ERASE_LONG_ID) if placement else ()  # the thread's id goes too
+        for stmt in (ERASE_TRANSCRIPT, ERASE_FOLDS, *whole):
             self.send(tx, stmt, {"tid": tx.thread_id})
         self.classic.clear(tx)
         self.checkpoints.erase(tx)

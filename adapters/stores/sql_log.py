@@ -1,4 +1,5 @@
-"""A SQL store's thread log: the transcript, the fold records and the placement record.
+"""A SQL store's thread log: the transcript, the fold records, the placement record and a
+long id's original (``adapters.thread_keys``).
 
 Why a module of its own: ``adapters.stores.sql`` is the store's machinery (connections,
 transactions, batching, errors, schema); this is what it keeps about every thread whatever
@@ -20,10 +21,11 @@ from sqlalchemy import Integer, bindparam, func, select
 
 from adapters.stores.base import Placement, Tx
 from adapters.stores.schema import (
-    INSERT_FOLD, LAST_IDS, READ_FOLDS, READ_PLACEMENT, dump_message, load_message,
-    load_placement, load_record, placement_table, transcript_table,
+    INSERT_FOLD, LAST_IDS, READ_FOLDS, READ_LONG_IDS, READ_PLACEMENT, dump_message,
+    load_message, load_placement, load_record, long_ids_table, placement_table, transcript_table,
 )
 from adapters.stores.sql_tx import SqlTx, _conn
+from adapters.thread_keys import is_key, original_of
 
 __all__ = ["SqlThreadLog"]
 
@@ -46,6 +48,11 @@ class SqlThreadLog:
             message=bindparam("message")).on_conflict_do_nothing()
 
     @cached_property
+    def _insert_long_id(self) -> Any:
+        return self._dialect_insert(long_ids_table).values(
+            thread_id=bindparam("tid"), original=bindparam("original")).on_conflict_do_nothing()
+
+    @cached_property
     def _upsert_placement(self) -> Any:
         c = placement_table.c
         stmt = self._dialect_insert(placement_table).values(
@@ -59,6 +66,9 @@ class SqlThreadLog:
                 for m in messages if m.id is not None]
         if rows:
             self.send(tx, self._insert_transcript, rows)
+            if (original := original_of(tx.thread_id)) is not None:  # a long id: its name
+                self.send(tx, self._insert_long_id,
+                          {"tid": tx.thread_id, "original": original})
 
     def known_ids(self, tx: Tx, ids: Sequence[str]) -> set[str]:
         if not ids:
@@ -125,6 +135,17 @@ class SqlThreadLog:
             rows = conn.execute(select(transcript_table.c.thread_id, first)
                                 .group_by(transcript_table.c.thread_id).order_by(first))
             return [r[0] for r in rows]
+
+    def original_ids(self, thread_ids: Sequence[str]) -> dict[str, str]:
+        keys = list(dict.fromkeys(t for t in thread_ids if is_key(t)))
+        if not keys:  # the common case: no long id, no query
+            return {}
+        found: dict[str, str] = {}
+        with self.guard("read long thread ids"), self.engine.connect() as conn:
+            for start in range(0, len(keys), 500):
+                found.update((r[0], r[1]) for r in conn.execute(
+                    READ_LONG_IDS, {"tids": keys[start:start + 500]}))
+        return found
 
     def iter_thread_ids(self, batch: int = 1000) -> Iterator[str]:
         """Thread ids in id order, a page at a time (flat memory for any number of threads)."""

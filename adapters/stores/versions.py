@@ -28,7 +28,7 @@ __all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE", "contrad
 
 logger = logging.getLogger("memshift.schema")
 
-CURRENT = 4
+CURRENT = 5
 VERSION_TABLE = "memshift_schema"
 _meta = MetaData()
 versions_table = Table(
@@ -39,8 +39,7 @@ versions_table = Table(
     Column("memshift_version", Text, nullable=False),
 )
 _CREATE_VERSIONS = ("CREATE TABLE IF NOT EXISTS memshift_schema (version INTEGER NOT NULL, "
-                    "step TEXT NOT NULL, applied_at TEXT NOT NULL, "
-                    "memshift_version TEXT NOT NULL)")
+                    "step TEXT NOT NULL, applied_at TEXT NOT NULL, memshift_version TEXT NOT NULL)")
 
 # What each version is (the memshift that introduced it):
 #   1  memshift 0.1: memshift_transcript, memshift_window (32-bit ids on PostgreSQL),
@@ -48,7 +47,7 @@ _CREATE_VERSIONS = ("CREATE TABLE IF NOT EXISTS memshift_schema (version INTEGER
 #   2  + memshift_folds (fold records); memshift_window ids 64-bit
 #   3  + memshift_placement (which backend serves a thread)
 #   4  + memshift_placement.pinned; versions recorded in memshift_schema
-
+#   5  + memshift_long_ids (the id the application passed, beside a long id's key)
 
 # The tables and columns each version implies (frozen, like the steps: never today's
 # metadata), so that a store whose tables contradict the version it records is caught at open.
@@ -59,6 +58,7 @@ _IMPLIED: dict[int, dict[str, tuple[str, ...]]] = {
     2: {"memshift_folds": ("id", "thread_id", "record")},
     3: {"memshift_placement": ("thread_id", "backend", "version", "since")},
     4: {"memshift_placement": ("pinned",)},
+    5: {"memshift_long_ids": ("thread_id", "original")},
 }
 _REPAIRABLE_COLUMNS = {("memshift_placement", "pinned")}  # a step adds them to a kept table
 
@@ -121,9 +121,15 @@ def _v4(dialect: str, cat: Catalog) -> list[str]:
     return ["ALTER TABLE memshift_placement ADD COLUMN pinned BOOLEAN NOT NULL DEFAULT 0"]
 
 
+def _v5(dialect: str, cat: Catalog) -> list[str]:
+    return ["CREATE TABLE IF NOT EXISTS memshift_long_ids (thread_id TEXT NOT NULL, original "
+            "TEXT NOT NULL, PRIMARY KEY (thread_id))"]
+
+
 STEPS = (Step(2, "fold records (memshift_folds); 64-bit window ids", _v2),
          Step(3, "placement record (memshift_placement)", _v3),
-         Step(4, "pinned threads (memshift_placement.pinned); versions recorded", _v4))
+         Step(4, "pinned threads (memshift_placement.pinned); versions recorded", _v4),
+         Step(5, "original long thread ids (memshift_long_ids)", _v5))
 
 
 @dataclass
@@ -259,7 +265,9 @@ def _infer(cat: Catalog) -> int:
         return 1
     if not cat.has("memshift_placement"):
         return 2
-    return 4 if cat.has("memshift_placement", "pinned") else 3
+    if not cat.has("memshift_placement", "pinned"):
+        return 3
+    return 5 if cat.has("memshift_long_ids") else 4
 
 
 def read_status(conn: Connection) -> SchemaStatus:
