@@ -24,6 +24,7 @@ __all__ = [
     "ThreadElsewhere",
     "MismatchError",
     "DeltaStateError",
+    "CheckpointPruned",
     "CorruptDataError",
 ]
 
@@ -107,6 +108,21 @@ class DeltaStateError(StoreError, NotImplementedError):
     def for_prune(cls, thread_id: str) -> DeltaStateError:
         return cls(f"prune(strategy='keep_latest') would break the DeltaChannel state of "
                    f"thread {thread_id!r}; nothing was pruned")
+
+
+class CheckpointPruned(MemshiftError, LookupError):
+    """A checkpoint id this thread's saver wrote and retention has since pruned (a listing
+    handed it out before later turns): reading, replaying or forking it would start from
+    nothing, so it is refused instead of answering ``None``."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str, keep: int | None) -> None:
+        self.thread_id, self.checkpoint_id = thread_id, checkpoint_id
+        kept = f"keep_checkpoints={keep}" if keep is not None else "keep_checkpoints"
+        super().__init__(
+            f"checkpoint {checkpoint_id!r} of thread {thread_id!r} was pruned by retention "
+            f"(the store keeps the newest turns' checkpoints, {kept}): replay or fork from a "
+            "checkpoint listed since the thread's last turn, or keep more history with "
+            "?keep_checkpoints=N on the store URL")
 
 
 class ThreadElsewhere(MemshiftError):

@@ -34,6 +34,7 @@ from adapters import (  # noqa: E402
     tiktoken_counter,
 )
 from adapters.errors import (  # noqa: E402
+    CheckpointPruned,
     ConfigError,
     ContentError,
     CorruptDataError,
@@ -111,6 +112,7 @@ __all__ = [
     "SummaryMemorySource",
     "ThreadSource",
     "ChatModelSummarizer",
+    "CheckpointPruned",
     "ConfigError",
     "ContentError",
     "CorruptDataError",

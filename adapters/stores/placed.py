@@ -10,8 +10,8 @@ it claimed (its version). From then on nothing runs *before* a saver call; the p
 along inside the transactions the calls make:
 
 - ``get_tuple`` reads the placement and the checkpoint in one read transaction of the thread:
-  a thread another process moved since (its version changed) is claimed again before the
-  agent sees anything, so a run never starts from a stale or empty state;
+  a thread another process moved since (its version changed) is claimed again first, so a
+  run never starts from a stale or empty state (nor a pruned id: ``adapters.stores.pruned``);
 - a root checkpoint that starts something (a run's input, an update, a fork) is written in a
   write transaction of the thread (its lock held) that reads the placement first and refuses
   the write (``PlacementChanged``, nothing written) if the thread moved meanwhile; retention
@@ -39,6 +39,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from adapters.errors import ConfigError, DeltaStateError
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
+from adapters.stores.pruned import refuse_pruned
 from adapters.stores.tx_saver import ajoined_get, ajoined_put, joined_get, joined_put
 from adapters.thread_keys import storage_id
 
@@ -103,10 +104,9 @@ def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
 
 
 class PlacedSaver(BaseCheckpointSaver):
-    """Claims threads for ``middleware`` through ``engine`` once, then checks the claim inside
-    the saver's transactions (module docstring); ``touch(thread_id)`` runs before a claim (the
-    memory's adoption of a legacy history). ``store`` is the middleware side's store (its
-    transactions, placements and checkpoint operations)."""
+    """Claims threads for ``middleware`` through ``engine`` once, then checks the claim in the
+    saver's transactions (module docstring); ``touch(thread_id)`` runs before a claim (legacy
+    adoption). ``store``: the middleware side's (transactions, placements, operations)."""
 
     def __new__(cls, inner: BaseCheckpointSaver, engine: Any, store: Store,
                 touch: Callable[[str], Any] | None = None) -> PlacedSaver:
@@ -179,11 +179,16 @@ class PlacedSaver(BaseCheckpointSaver):
         yield from self._claim_steps(tid)
         return (yield IO(inner.get_tuple, inner.aget_tuple, keyed))
 
+    def _found(self, config: Any) -> Steps[Any]:
+        keyed = _keyed(config)
+        return refuse_pruned(self._get_steps(keyed), self.inner, keyed,
+                             self.store.checkpoints.keep, _thread(config) or "")
+
     def get_tuple(self, config: Any) -> Any:
-        return _unkeyed(run_sync(self._get_steps(_keyed(config))), config)
+        return _unkeyed(run_sync(self._found(config)), config)
 
     async def aget_tuple(self, config: Any) -> Any:
-        return _unkeyed(await run_async(self._get_steps(_keyed(config))), config)
+        return _unkeyed(await run_async(self._found(config)), config)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
         if (tid := _thread(keyed := _keyed(config))) is not None:
@@ -385,14 +390,11 @@ def _capable(own: frozenset[str], passed: frozenset[str]) -> type:
     if not own and not passed:
         return base
     mixins = tuple(_MIXINS[op] for op in OPERATIONS if op in own)
-    namespace: dict[str, Any] = {}
-    for op in passed:
-        namespace[op], namespace[f"a{op}"] = _passing(op), _apassing(f"a{op}")
+    namespace = {**{op: _passing(op) for op in passed},
+                 **{f"a{op}": _apassing(f"a{op}") for op in passed}}
     name = base.__name__ + "".join(f"_{op}" for op in OPERATIONS if op in own | passed)
     return type(name, (*mixins, base), {"__module__": base.__module__, **namespace})
 
 
-for _name in _PASS:
-    setattr(PlacedSaver, _name, _passing(_name))
-for _name in _APASS:
-    setattr(PlacedSaver, _name, _apassing(_name))
+for _name, _make in [*((n, _passing) for n in _PASS), *((n, _apassing) for n in _APASS)]:
+    setattr(PlacedSaver, _name, _make(_name))
