@@ -78,6 +78,7 @@ class FoldRecord:
     # a background fold past the policy's lag bound: what the save that waited for it saw
     # (``window`` > ``bound``, in ``unit``), and whether the fold ``landed`` within the wait
     lag: dict[str, Any] | None = None
+    summarizer_calls: int | None = None  # a rebuild's (adoption): the calls it took
     at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def as_dict(self) -> dict[str, Any]:

@@ -23,6 +23,8 @@ is still empty, and a fold record with trigger ``adopted``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import logging
 import os
 import threading
@@ -176,10 +178,13 @@ def _import(memory: SummaryMemory, thread_id: str, legacy: list[BaseMessage], na
     from compat._rebuild import rebuild_fold_record, rebuild_record
 
     start = time.perf_counter()
-    record = rebuild_record(memory, thread_id, legacy)  # summarizer runs here: no lock held
+    # no summarizer call: the request sees the history as the stock class showed it, and the
+    # thread's first fold summarizes what lies beyond the window at once (stock's one call)
+    record = rebuild_record(memory, thread_id, legacy, fold=False)
     fold = rebuild_fold_record(thread_id, legacy, record, memory.active_policy,
                                trigger=f"adopted from {name}", summarizer="rebuild",
                                backend=memory.backend_name, started=start)
+    fold = replace(fold, summarizer_calls=0)
     # written only if the thread is still empty: a concurrent first touch adopts it once
     memory.backend_impl.restore(ThreadRecord(thread_id, record.summary, record.window,
                                              record.folds, legacy),

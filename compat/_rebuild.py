@@ -35,11 +35,15 @@ def summarizer_for(memory: SummaryMemory, policy: MemoryPolicy, llm: Any = None)
 
 def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
                    policy: MemoryPolicy | None = None, summarizer: Any = None,
-                   backend: str | None = None) -> ThreadRecord:
+                   backend: str | None = None, fold: bool = True) -> ThreadRecord:
     """Replay the transcript turn by turn through a scratch engine (``backend`` over a fresh
     in-memory store, with ``policy`` and the memory's style) — by default the backend the
-    memory serves the thread from; both give the same record. A summarizer failure raises
-    ``SummarizerError`` (nothing is half-rebuilt)."""
+    memory serves the thread from; both give the same record. ``fold=False`` (adoption): the
+    turns are appended and nothing is summarized — the thread's first fold (its next save, or
+    the agent's next model call) then summarizes all that lies beyond the window in one call
+    (its chunks past the policy's summarizer input budget), as the stock class does on such a
+    request, instead of a fold each time a replay crosses the trigger. A summarizer failure
+    raises ``SummarizerError`` (nothing is half-rebuilt)."""
     policy = replace(policy or memory.active_policy, on_summary_error="raise",
                      preferences_store=None)
     backend = backend or memory.backend_impl.serving(thread_id)
@@ -50,7 +54,7 @@ def rebuild_record(memory: SummaryMemory, thread_id: str, transcript: list,
                            summary_message_cls=memory.summary_message_cls)
     try:
         for turn in split_turns(list(transcript)):
-            scratch.save(thread_id, as_messages(turn))
+            scratch.save(thread_id, as_messages(turn), fold=fold)
         view = scratch.load(thread_id)
     finally:
         scratch.close()
