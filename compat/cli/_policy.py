@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import column, func, select, table
@@ -118,10 +118,51 @@ def _counter_of(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     elif isinstance(name, str) and name.startswith("tiktoken_"):
         data["token_counter"] = name.removeprefix("tiktoken_")
     elif isinstance(name, str) and not name.endswith("_base"):
-        notes.append(f"the recorded token counter {name!r} is a function this command cannot "
-                     "load; using the approximate counter (pass --token-counter)")
+        notes.append(f"{UNLOADABLE}: the recorded token counter {name!r} is a function this "
+                     "command cannot load; using the approximate counter (pass --token-counter)")
         data["token_counter"] = None
     return data
+
+
+UNLOADABLE = "substituted"  # how a note saying the run does not follow the record begins
+
+
+def known_prompts() -> dict[str, tuple[str, Any]]:
+    """Prompt version -> (name, prompt) for the prompts memshift ships: its own two and the
+    stock classic class's ``SUMMARY_PROMPT`` (what ``MemoryPolicy.stock`` records)."""
+    from langchain_classic.memory.prompt import SUMMARY_PROMPT
+
+    from adapters.policy_prompt import BUILT_IN_PROMPTS
+
+    named = [("memshift default", BUILT_IN_PROMPTS[0]), ("memshift structured", BUILT_IN_PROMPTS[1]),
+             ("stock ConversationSummaryBufferMemory SUMMARY_PROMPT", SUMMARY_PROMPT)]
+    return {MemoryPolicy(max_tokens=100, summary_prompt=p).prompt_version: (n, p)
+            for n, p in named}
+
+
+def _follow_prompt(policy: MemoryPolicy, version: str | None, prompt: Any, strict: bool,
+                   where: str, notes: list[str]) -> MemoryPolicy:
+    """The run's policy with the prompt the threads were summarized with: the one passed
+    (``--summary-prompt``), else the recorded one when memshift ships it; otherwise a strict
+    command refuses, naming how to supply it, and any other says what it substituted."""
+    if prompt is not None:
+        policy = replace(policy, summary_prompt=prompt)
+        if version and version != policy.prompt_version:
+            notes.append(f"{UNLOADABLE}: the recorded summaries used prompt {version}; this run "
+                         f"uses the --summary-prompt given ({policy.prompt_version})")
+        return policy
+    if not version or version == policy.prompt_version:
+        return policy
+    known = known_prompts().get(version)
+    if known is not None:
+        return replace(policy, summary_prompt=known[1])
+    if strict:
+        raise ConfigError(f"the summaries recorded in {where} used prompt {version}, which "
+                          "memshift does not ship: pass it with --summary-prompt FILE (the "
+                          "prompt's text, with {summary} and {new_lines})")
+    notes.append(f"{UNLOADABLE}: the recorded summaries used prompt {version}; this run's "
+                 f"prompt is {policy.prompt_version} (memshift's default, or the one passed)")
+    return policy
 
 
 def _same(name: str, recorded: Any, given: Any) -> bool:
@@ -202,6 +243,11 @@ class PolicyChoice:
             lines.append("  " + _extras(self.policy))
         return lines + [f"  note: {n}" for n in self.notes]
 
+    @property
+    def substitutions(self) -> list[str]:
+        """The notes saying this run does not follow what the store recorded."""
+        return [n for n in self.notes if n.startswith(UNLOADABLE)]
+
     def as_json(self) -> dict[str, Any]:
         rec = self.recorded
         return {
@@ -218,14 +264,21 @@ class PolicyChoice:
 
 
 def resolve_policy(given: dict[str, Any], recorded: Recorded | None, default: MemoryPolicy, *,
-                   override: bool, allow_mixed: bool, default_note: str = "") -> PolicyChoice:
-    """Recorded policy unless options say otherwise; contradictions need ``--policy-override``."""
+                   override: bool, allow_mixed: bool, default_note: str = "",
+                   strict: bool = False, prompt: Any = None) -> PolicyChoice:
+    """Recorded policy unless options say otherwise; contradictions need ``--policy-override``.
+    ``strict`` (a proof): what the record names and this process cannot load is refused, with
+    how to supply it, instead of substituted; ``prompt``: ``--summary-prompt``'s text."""
     given = {k: v for k, v in given.items() if v is not None}
     notes: list[str] = []
     if recorded is None:
         if given:
-            return PolicyChoice(_from_options(given, default), "options", None, given)
-        return PolicyChoice(default, "default", None, {}, [default_note] if default_note else [])
+            policy = _follow_prompt(_from_options(given, default), None, prompt, strict, "",
+                                    notes)
+            return PolicyChoice(policy, "options", None, given, notes)
+        policy = _follow_prompt(default, None, prompt, strict, "", notes)
+        return PolicyChoice(policy, "default", None, {},
+                            notes + ([default_note] if default_note else []))
     where = recorded.where
     for data, n in recorded.policies:
         for name, value in given.items():
@@ -238,6 +291,13 @@ def resolve_policy(given: dict[str, Any], recorded: Recorded | None, default: Me
     contradicted = any(not _same(k, d.get(k), v) for d, _ in recorded.policies
                        for k, v in given.items())
     base = _counter_of(recorded.policies[0][0], notes)
+    if strict and notes and "token_counter" not in given:
+        recorded.close()
+        raise ConfigError(f"the policy recorded in {where} counts tokens with "
+                          f"{recorded.policies[0][0].get('token_counter')!r}, a function this "
+                          "command cannot load: replay with another counter by passing "
+                          "--token-counter NAME (approximate, cl100k_base, o200k_base) with "
+                          "--policy-override; the report will say it substituted it")
     if len(recorded.policies) > 1 and not contradicted:
         if not allow_mixed:
             recorded.close()
@@ -254,9 +314,12 @@ def resolve_policy(given: dict[str, Any], recorded: Recorded | None, default: Me
         policy = MemoryPolicy.from_recorded(base, **given)
         origin = "recorded+options" if given else "recorded"
     version = recorded.policies[0][0].get("prompt_version")
-    if version and version != policy.prompt_version and origin != "override":
-        notes.append(f"the recorded summaries used prompt {version}; this run's prompt is "
-                     f"{policy.prompt_version} (memshift's default, or the one passed)")
+    if origin != "override" or prompt is not None:
+        try:
+            policy = _follow_prompt(policy, version, prompt, strict, where, notes)
+        except ConfigError:
+            recorded.close()
+            raise
     return PolicyChoice(policy, origin, recorded, given, notes)
 
 
@@ -330,12 +393,14 @@ def model_from(opts: dict[str, Any]) -> Any:
 
 def choose_policy(opts: dict[str, Any], urls: Sequence[str | None], default: MemoryPolicy,
                   out: Any, *, allow_mixed: bool, snapshot: bool = False,
-                  default_note: str = "") -> PolicyChoice:
+                  default_note: str = "", strict: bool = False,
+                  prompt: Any = None) -> PolicyChoice:
     """Scan ``urls`` for recorded policies, resolve against the options, print the result."""
     given = {name: opts.get(name) for name in FIELDS}
     recorded = scan_recorded(urls, snapshot=snapshot)
     choice = resolve_policy(given, recorded, default, override=bool(opts.get("policy_override")),
-                            allow_mixed=allow_mixed, default_note=default_note)
+                            allow_mixed=allow_mixed, default_note=default_note, strict=strict,
+                            prompt=prompt)
     for line in choice.describe():
         out.header(line)
     return choice

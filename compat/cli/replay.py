@@ -87,6 +87,26 @@ def replay_document(report: ReplayReport, file: str) -> dict[str, Any]:
     }
 
 
+def proved_with(choice: Any, summarizer: Any, model: str | None) -> dict[str, Any]:
+    """What a replay proves equivalence with, stated before its result: the summarizer, the
+    prompt (version and, for one memshift ships, its name), the token counter, the policy and
+    where it came from, and every substitution of something the store recorded."""
+    from adapters.summarizer import summarizer_name
+    from compat.cli._policy import known_prompts
+
+    policy = choice.policy
+    version = policy.prompt_version
+    name = known_prompts().get(version, ("a custom prompt", None))[0]
+    return {
+        "summarizer": (f"{model} ({summarizer_name(summarizer)})" if summarizer is not None
+                       else "memshift offline deterministic summarizer (no model)"),
+        "prompt": f"{version} ({name})",
+        "token_counter": policy.recorded()["token_counter"] or "approximate",
+        "policy": f"{policy.explain().splitlines()[0]} ({choice.origin})",
+        "substitutions": choice.substitutions,
+    }
+
+
 def _command_line(file: str) -> str:
     """The command as the report's header shows it: its options as given (secrets scrubbed)."""
     ctx = click.get_current_context()
@@ -112,17 +132,23 @@ def _command_line(file: str) -> str:
               type=click.Choice(["whitespace", "summary_text", "fold_count", "message_roles"]),
               help="An expected class of difference (repeatable): counted by class, not a "
                    "divergence.")
+@click.option("--summary-prompt", "prompt_file", type=click.Path(dir_okay=False, exists=True),
+              metavar="FILE", help="The summary prompt (its text, with {summary} and "
+              "{new_lines}). [default: the one recorded in --store, else memshift's]")
 @store_options("", None, "store whose recorded policy to use (read only; optional)")
 @policy_options("max_tokens=400, keep_tokens=200")
 @model_options
 @output_options
 def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: bool,
-           ignore: tuple[str, ...], as_json: bool, output: str | None, quiet: bool, **opts: Any) -> int:
+           ignore: tuple[str, ...], prompt_file: str | None, as_json: bool, output: str | None,
+           quiet: bool, **opts: Any) -> int:
     """Replay a JSONL conversation through both backends; compare after every turn.
 
     Runs offline by default (memshift's deterministic summarizer). The policy is the one
-    recorded in --store when given, else max_tokens=400, keep_tokens=200. Exit 0 when the
-    backends agreed after every turn, 1 when they diverged.
+    recorded in --store when given — its prompt and token counter included, or the run is
+    refused (exit 2) naming what to pass — else max_tokens=400, keep_tokens=200. Every output
+    starts with what was proved: summarizer, prompt, counter, policy, substitutions. Exit 0
+    when the backends agreed after every turn, 1 when they diverged.
     """
     from compat.cli._policy import summarizer_from
     from compat.conversations import iter_turns, read_messages
@@ -134,25 +160,35 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
     store = resolve_store(opts, "", None, out, required=False)
     if store:
         check_url(store, "--store", must_exist=True)
+    prompt = Path(prompt_file).read_text(encoding="utf-8") if prompt_file else None
     choice = choose_policy(opts, [store], DEFAULT_REPLAY_POLICY, out, allow_mixed=False,
-                           snapshot=True, default_note=_DEFAULT_NOTE)
+                           snapshot=True, default_note=_DEFAULT_NOTE, strict=True,
+                           prompt=prompt)
     choice.close()
     turns = list(iter_turns(read_messages(file)))
     summarizer = summarizer_from(ModelArgs(opts), choice.policy)
+    proof = proved_with(choice, summarizer, opts.get("model"))
+    out.header("proved with:")
+    for key, value in proof.items():
+        out.header(f"  {key.replace('_', ' ')}: " + (
+            "; ".join(value) or "none" if isinstance(value, list) else str(value)))
     with out.progress(len(turns), "turns", "replay") as tick:
         report = run_replay(turns, policy=choice.policy, summarizer=summarizer,
                             share_summaries=not no_share, baselines=tuple(baseline),
                             on_turn=lambda _r: tick(), ignore=ignore)
     print_report(report, out)
-    document = {**replay_document(report, file), "policy": choice.as_json(),
-                "exit_code": 1 if report.divergences else 0}
+    document = {"proved_with": proof, **replay_document(report, file),
+                "policy": choice.as_json(), "exit_code": 1 if report.divergences else 0}
     if html:
         from compat.report import write_html
 
         from compat.report import run_meta
 
+        meta = {**run_meta(_command_line(file), file),
+                **{k.replace("_", " "): "; ".join(v) or "none" if isinstance(v, list) else v
+                   for k, v in proof.items()}}
         path = write_html(report, html, title=f"memshift replay: {Path(file).name}",
-                          meta=run_meta(_command_line(file), file))
+                          meta=meta)
         document["report_html"] = str(path)
         out.line(f"report: {path}")
     out.emit(document)
