@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import column, func, select, table
@@ -20,6 +20,7 @@ from sqlalchemy import column, func, select, table
 from adapters import MemoryPolicy
 from adapters.errors import ConfigError
 from compat.cli._common import show_url
+from compat.cli._prompts import UNLOADABLE, follow_prompt
 
 __all__ = ["FIELDS", "ModelArgs", "PolicyChoice", "Recorded", "choose_policy", "model_options", "policy_options",
            "resolve_policy", "scan_recorded"]
@@ -122,47 +123,6 @@ def _counter_of(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
                      "command cannot load; using the approximate counter (pass --token-counter)")
         data["token_counter"] = None
     return data
-
-
-UNLOADABLE = "substituted"  # how a note saying the run does not follow the record begins
-
-
-def known_prompts() -> dict[str, tuple[str, Any]]:
-    """Prompt version -> (name, prompt) for the prompts memshift ships: its own two and the
-    stock classic class's ``SUMMARY_PROMPT`` (what ``MemoryPolicy.stock`` records)."""
-    from langchain_classic.memory.prompt import SUMMARY_PROMPT
-
-    from adapters.policy_prompt import BUILT_IN_PROMPTS
-
-    named = [("memshift default", BUILT_IN_PROMPTS[0]), ("memshift structured", BUILT_IN_PROMPTS[1]),
-             ("stock ConversationSummaryBufferMemory SUMMARY_PROMPT", SUMMARY_PROMPT)]
-    return {MemoryPolicy(max_tokens=100, summary_prompt=p).prompt_version: (n, p)
-            for n, p in named}
-
-
-def _follow_prompt(policy: MemoryPolicy, version: str | None, prompt: Any, strict: bool,
-                   where: str, notes: list[str]) -> MemoryPolicy:
-    """The run's policy with the prompt the threads were summarized with: the one passed
-    (``--summary-prompt``), else the recorded one when memshift ships it; otherwise a strict
-    command refuses, naming how to supply it, and any other says what it substituted."""
-    if prompt is not None:
-        policy = replace(policy, summary_prompt=prompt)
-        if version and version != policy.prompt_version:
-            notes.append(f"{UNLOADABLE}: the recorded summaries used prompt {version}; this run "
-                         f"uses the --summary-prompt given ({policy.prompt_version})")
-        return policy
-    if not version or version == policy.prompt_version:
-        return policy
-    known = known_prompts().get(version)
-    if known is not None:
-        return replace(policy, summary_prompt=known[1])
-    if strict:
-        raise ConfigError(f"the summaries recorded in {where} used prompt {version}, which "
-                          "memshift does not ship: pass it with --summary-prompt FILE (the "
-                          "prompt's text, with {summary} and {new_lines})")
-    notes.append(f"{UNLOADABLE}: the recorded summaries used prompt {version}; this run's "
-                 f"prompt is {policy.prompt_version} (memshift's default, or the one passed)")
-    return policy
 
 
 def _same(name: str, recorded: Any, given: Any) -> bool:
@@ -273,10 +233,10 @@ def resolve_policy(given: dict[str, Any], recorded: Recorded | None, default: Me
     notes: list[str] = []
     if recorded is None:
         if given:
-            policy = _follow_prompt(_from_options(given, default), None, prompt, strict, "",
+            policy = follow_prompt(_from_options(given, default), None, prompt, strict, "",
                                     notes)
             return PolicyChoice(policy, "options", None, given, notes)
-        policy = _follow_prompt(default, None, prompt, strict, "", notes)
+        policy = follow_prompt(default, None, prompt, strict, "", notes)
         return PolicyChoice(policy, "default", None, {},
                             notes + ([default_note] if default_note else []))
     where = recorded.where
@@ -316,7 +276,7 @@ def resolve_policy(given: dict[str, Any], recorded: Recorded | None, default: Me
     version = recorded.policies[0][0].get("prompt_version")
     if origin != "override" or prompt is not None:
         try:
-            policy = _follow_prompt(policy, version, prompt, strict, where, notes)
+            policy = follow_prompt(policy, version, prompt, strict, where, notes)
         except ConfigError:
             recorded.close()
             raise

@@ -92,7 +92,7 @@ def proved_with(choice: Any, summarizer: Any, model: str | None) -> dict[str, An
     prompt (version and, for one memshift ships, its name), the token counter, the policy and
     where it came from, and every substitution of something the store recorded."""
     from adapters.summarizer import summarizer_name
-    from compat.cli._policy import known_prompts
+    from compat.cli._prompts import known_prompts
 
     policy = choice.policy
     version = policy.prompt_version
