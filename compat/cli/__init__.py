@@ -76,9 +76,10 @@ def _register() -> None:
     from compat.cli.rollout import rollout
     from compat.cli.schema import schema
     from compat.cli.forget import forget
+    from compat.cli.finish import finish
 
     for command in (replay, export, migrate_command, resummarize, eval_command, rollout,
-                    history, doctor, schema, codemod, forget):
+                    history, doctor, schema, codemod, forget, finish):
         root.add_command(command)
 
 
