@@ -77,9 +77,10 @@ def _register() -> None:
     from compat.cli.schema import schema
     from compat.cli.forget import forget
     from compat.cli.finish import finish
+    from compat.cli.adopt import adopt
 
     for command in (replay, export, migrate_command, resummarize, eval_command, rollout,
-                    history, doctor, schema, codemod, forget, finish):
+                    history, doctor, schema, codemod, forget, finish, adopt):
         root.add_command(command)
 
 
