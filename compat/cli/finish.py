@@ -27,7 +27,7 @@ def finish(check: bool, as_json: bool, output: str | None, quiet: bool, **opts: 
     1 when one cannot yet."""
     from adapters import MemoryPolicy
     from compat import admin
-    from compat.finish import check_finish
+    from compat.migrating.finish import check_finish
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT
 
     out = Output(as_json, output, quiet)
