@@ -30,6 +30,7 @@ from adapters.errors import (
     UnknownArgumentError,
 )
 from adapters.policy import DEFAULT_SUMMARY_PROMPT, FoldPlan, MemoryPolicy
+from adapters.policy_stock import policy_from_stock
 from adapters.stores import MemoryStore, Store, open_store, redact_url
 from adapters.summarizer import (
     ChatModelSummarizer,
@@ -71,6 +72,7 @@ __all__ = [
     "compare_views",
     "count_tokens_cjk",
     "open_store",
+    "policy_from_stock",
     "redact_url",
     "tiktoken_counter",
 ]
