@@ -38,6 +38,12 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
 
 
 @click.command("eval")
+@click.option("--fidelity", is_flag=True,
+              help="Score the fidelity set instead: planted facts kept by fold depth, both "
+                   "backends, stock's prompt and memshift's side by side.")
+@click.option("--prompt", "prompts", multiple=True, metavar="stock|memshift|FILE",
+              help="With --fidelity: the summary prompt(s) to compare (repeatable). "
+                   "[default: stock and memshift]")
 @click.option("--cases", type=click.Path(file_okay=False), metavar="DIR",
               help="A folder of <case>.jsonl + <case>.json. [default: the bundled 12 cases]")
 @click.option("--min-score", type=click.FloatRange(0, 1), metavar="X",
@@ -53,8 +59,9 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
               metavar="[FILE]",
               help="Print the result as one JSON document on stdout. (The old form --json FILE "
                    "still writes FILE, like --output FILE.)")
-def eval_command(cases: str | None, min_score: float | None, as_json: str | None,
-                 output: str | None, quiet: bool, **opts: Any) -> int:
+def eval_command(fidelity: bool, prompts: tuple[str, ...], cases: str | None,
+                 min_score: float | None, as_json: str | None, output: str | None, quiet: bool,
+                 **opts: Any) -> int:
     """Score the summarizer on the evaluation set: what must survive a fold, does it?
 
     Offline by default (memshift's extractive summarizer). With --store (or policy options)
@@ -67,6 +74,8 @@ def eval_command(cases: str | None, min_score: float | None, as_json: str | None
                    "on stdout", err=True)
         output, as_json = output or as_json, None
     out = Output(as_json == "-", output, quiet)
+    if fidelity:
+        return _fidelity(prompts or ("stock", "memshift"), min_score, out, opts)
     store = resolve_store(opts, "", None, out, required=False)
     if store:
         check_url(store, "--store", must_exist=True)
@@ -80,4 +89,26 @@ def eval_command(cases: str | None, min_score: float | None, as_json: str | None
     code = 1 if min_score is not None and report.score < min_score else 0
     out.emit({"command": "eval", **report.as_dict(), "min_score": min_score,
               "policy_override": override, "exit_code": code})
+    return code
+
+
+def _fidelity(prompts: tuple[str, ...], min_score: float | None, out: Output,
+              opts: dict[str, Any]) -> int:
+    """``eval --fidelity``: the set's facts kept by fold depth (``compat.fidelity``)."""
+    from compat.fidelity import format_fidelity, run_fidelity
+
+    llm = model_from(opts)
+    out.header(f"summarizer: {opts.get('model') or 'memshift offline (no model)'}; prompts: "
+               + ", ".join(prompts))
+    runs = [run for prompt in prompts for run in run_fidelity(llm=llm, prompt=prompt)]
+    out.line(format_fidelity(runs))
+    kept = sum(next(iter(r.facts_kept.values()), 0) for r in runs)
+    total = sum(r.facts for r in runs)
+    score = kept / total if total else 0.0
+    disagree = [f"{r.language}/{r.prompt}" for r in runs if not r.backends_agree]
+    if disagree:
+        out.line("BACKENDS DISAGREE on: " + ", ".join(disagree))
+    code = 1 if disagree or (min_score is not None and score < min_score) else 0
+    out.emit({"command": "eval --fidelity", "score": round(score, 4), "min_score": min_score,
+              "runs": [r.as_dict() for r in runs], "exit_code": code})
     return code
