@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from adapters.stores.url import sqlalchemy_url
 from adapters.thread_keys import is_key, storage_id
-from compat import SummaryMemory, admin
+from compat import MemoryPolicy, SummaryMemory, admin
 from compat.doctor import diagnose
 from tests._cli import run_memshift
 
@@ -189,3 +189,27 @@ def test_a_recorded_original_that_is_not_the_keys_id_is_not_shown(fresh_store: A
     engine.dispose()
     with SummaryMemory(store=url, backend="classic") as memory:
         assert admin.thread_ids(memory) == [storage_id(long)]  # the key, never another name
+
+
+def test_a_migration_report_names_a_long_thread_by_its_original_id(tmp_path: Any) -> None:
+    """A report line about a long-id thread (here: a fold record that does not decode) shows
+    the id the application passed, not the key."""
+    import json
+    import sqlite3
+
+    source, target = f"sqlite:///{tmp_path}/s.db", f"sqlite:///{tmp_path}/t.db"
+    long = _long_id(11)
+    with SummaryMemory(store=source, backend="classic",
+                       policy=MemoryPolicy(max_tokens=60, keep_tokens=30)) as memory:
+        for i in range(4):
+            memory.save(long, f"question {i} " + "w " * 10, f"answer {i}")
+    with sqlite3.connect(f"{tmp_path}/s.db") as conn:
+        conn.execute("UPDATE memshift_folds SET record = 'oops'")
+    done = run_memshift("migrate", "--from", "classic", "--from-store", source, "--to",
+                        "middleware", "--to-store", target, "--json", process=True)
+    assert done.returncode == 1, done.stderr[-2000:]
+    incomplete = json.loads(done.stdout)["threads"]["incomplete"]
+    assert [item["thread_id"] for item in incomplete] == [long]
+    text = run_memshift("migrate", "--from", "classic", "--from-store", source, "--to",
+                        "middleware", "--to-store", target, process=True).stdout
+    assert storage_id(long) not in text and f"INCOMPLETE {long!r}" in text

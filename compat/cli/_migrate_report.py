@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 from typing import Any
 
+from adapters.thread_keys import original_of
 from compat.cli._common import Output, show_url
 from compat.cli._jsonstream import Items
 from compat.migrating.folds import split_gap
@@ -103,9 +104,9 @@ def print_migration(report: MigrationReport, out: Output, *, run_id: str | None,
         out.line(f"incomplete: {len(report.incomplete)} thread(s) with records the run could "
                  "not carry (see INCOMPLETE lines below; their state is counted above)")
     for tid, reason in report.failed:
-        out.line(f"  FAILED {tid!r}: {reason}")
+        out.line(f"  FAILED {shown(tid)!r}: {reason}")
     for tid, gap in report.incomplete:
-        out.line(f"  INCOMPLETE {tid!r}: {gap}")
+        out.line(f"  INCOMPLETE {shown(tid)!r}: {gap}")
     for note in report.notes.distinct():
         out.line(f"  note: {note}")
     if run_id:
@@ -140,18 +141,24 @@ def migrate_document(report: MigrationReport, out: Output, *, code: int, run_id:
     }
 
 
+def shown(thread_id: str) -> str:
+    """The id the application passed, for a long id's key this run met in the listing
+    (``adapters.thread_keys``); any other id as it is."""
+    return original_of(thread_id) or thread_id
+
+
 def _ids(threads: ThreadIds) -> Items:
     """A report's thread list, decoded as it is written."""
-    return Items(lambda: iter(threads))
+    return Items(lambda: (shown(t) for t in threads))
 
 
 def _gaps(pairs: Outcomes) -> Items:
     """``{"thread_id", "table", "not_carried"}``: what the run could not carry of a thread."""
-    return Items(lambda: ({"thread_id": t, "table": split_gap(g)[0],
+    return Items(lambda: ({"thread_id": shown(t), "table": split_gap(g)[0],
                            "not_carried": split_gap(g)[1]} for t, g in pairs))
 
 
 def _outcomes(pairs: Outcomes) -> Items:
     """``{"thread_id", "reason"}`` objects made as they are written, not a dict per thread
     held beside the report (about 18 MB over 100,000 skipped threads)."""
-    return Items(lambda: ({"thread_id": t, "reason": r} for t, r in pairs))
+    return Items(lambda: ({"thread_id": shown(t), "reason": r} for t, r in pairs))
