@@ -6,9 +6,14 @@ bounded queue (overflow is dropped and counted), shares no lock or transaction w
 primary, and everything it does wrong is recorded as a mismatch, never raised. A read never
 waits for it: the candidate's view is compared on its worker, behind the writes queued before
 the read, against a snapshot of the primary's (``raise_on_mismatch=True`` waits and raises, for
-tests). A circuit breaker turns the candidate off for a cool-down after consecutive failures.
+tests). Every candidate failure is recorded — an exception, and a candidate fold that failed
+(the save itself succeeds: the fold's backoff starting is the sign) — and a circuit breaker
+turns the candidate off for a cool-down after ``breaker_failures`` of them in a row: only a
+candidate write that did its whole job ends a run (a successful load says nothing about the
+writes, and a save whose fold is held by its backoff says nothing either way).
 Sampling is per thread (a thread is mirrored completely or not at all), so views stay
-comparable. What is recorded and how: ``adapters.shadow_record``; the candidate's worker:
+comparable. What is recorded and how: ``adapters.shadow_record`` (and, in the store the
+fleet shares, for rollout guards: ``adapters.shadow_evidence``); the candidate's worker:
 ``adapters.shadow_queue``.
 """
 
@@ -30,9 +35,11 @@ from adapters.engine import MemoryEngine
 from adapters.errors import MismatchError
 from adapters.io import Steps, wait_future
 from adapters.protocol import Engine, Guard, Location
+from adapters.shadow_evidence import EvidenceSink
 from adapters.shadow_queue import CandidateQueue
 from adapters.shadow_record import Mismatch, MismatchLog, read_log  # noqa: F401 (re-exported)
 from adapters.stores.base import Placement, Store, Tx
+from adapters.stores.evidence import EvidenceLog
 from adapters.telemetry import TELEMETRY
 from adapters.view import MemoryView, ThreadRecord, detach
 
@@ -56,14 +63,19 @@ class ShadowEngine(Engine):
         self.rules = rules or Rules()
         self.raise_on_mismatch = raise_on_mismatch
         self.sample, self.timeout = sample, timeout
+        home = self.store  # the primary's: the store the fleet shares
+        self.evidence = EvidenceSink(home) if isinstance(home, EvidenceLog) and \
+            not home.read_only else None
         self.log = MismatchLog(on_mismatch=on_mismatch, log_path=log_path,
-                               max_recorded=max_recorded)
+                               max_recorded=max_recorded,
+                               store=self.evidence.add if self.evidence else None)
         self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
         self.compared = self.dropped = 0
         self._failures = 0
         self._disabled_until = 0.0
         self._guard = threading.Lock()
-        self.candidates = CandidateQueue(max_queue)
+        self.candidates = CandidateQueue(
+            max_queue, after=self.evidence.flush if self.evidence else lambda: None)
         self._queue = self.candidates.queue  # (its bound: tests shrink it)
 
     # -- what the protocol asks of every engine -----------------------------------------------
@@ -163,6 +175,8 @@ class ShadowEngine(Engine):
         return time.monotonic() >= self._disabled_until
 
     def _outcome(self, thread_id: str, ok: bool) -> None:
+        """A failure lengthens the run (and trips the breaker at ``breaker_failures``); a
+        candidate write that did its whole job ends it."""
         with self._guard:
             self._failures = 0 if ok else self._failures + 1
             tripped = self._failures >= self.breaker_failures
@@ -173,6 +187,11 @@ class ShadowEngine(Engine):
                 f"{self.breaker_failures} consecutive candidate failures: off for "
                 f"{self.breaker_cooldown:g} s"])
 
+    def _failed(self, thread_id: str, what: str) -> None:
+        """One candidate failure: recorded, and counted by the breaker."""
+        self._record(thread_id, "candidate_error", [what])
+        self._outcome(thread_id, False)
+
     def _record(self, thread_id: str, kind: str, diff: list[str],
                 timings: dict[str, float] | None = None, cls: str = "",
                 ignored: bool = False) -> None:
@@ -180,6 +199,8 @@ class ShadowEngine(Engine):
 
     def forget_mismatches(self, thread_id: str) -> int:
         """Drop the thread's recorded mismatches (erasure: their diffs quote its text)."""
+        if self.evidence is not None:  # (its rows in the store go with ``Store.erase``)
+            self.evidence.forget(thread_id)
         return self.log.forget(thread_id) + self.primary.forget_mismatches(thread_id)
 
     # -- the candidate worker ----------------------------------------------------------------
@@ -192,14 +213,22 @@ class ShadowEngine(Engine):
         return future
 
     def _candidate_write(self, thread_id: str, what: str, fn: Callable[[], Any]) -> None:
-        """Queue a candidate write; its error is recorded when it happens, never raised."""
+        """Queue a candidate write; its failure is recorded when it happens, never raised. A
+        fold the candidate's policy defers does not raise: its failure shows as the backoff
+        that begins during the write."""
+        folder = self.candidate_backend.folder
+
         def guarded() -> None:
+            held = folder.backing_off(thread_id)  # a fold that failed before: not tried now
             try:
                 fn()
             except Exception as exc:
-                self._outcome(thread_id, False)
-                self._record(thread_id, "candidate_error", [f"{what}: {type(exc).__name__}: {exc}"])
-            else:
+                self._failed(thread_id, f"{what}: {type(exc).__name__}: {exc}")
+                return
+            if not held and folder.backing_off(thread_id):
+                self._failed(thread_id, f"{what}: the candidate's fold failed (turn stored, "
+                                        "fold deferred)")
+            elif not held and not folder.exhausted(thread_id):
                 self._outcome(thread_id, True)
         self._submit(thread_id, what, guarded)
 
@@ -240,10 +269,10 @@ class ShadowEngine(Engine):
                 primary = self.primary.load(thread_id)  # the load's snapshot may predate it
             other = self.candidate_backend.load(thread_id)
         except Exception as exc:
-            self._outcome(thread_id, False)
-            self._record(thread_id, "candidate_error", [f"load: {type(exc).__name__}: {exc}"])
+            self._failed(thread_id, f"load: {type(exc).__name__}: {exc}")
             return [f"candidate error: {type(exc).__name__}"]
-        self._outcome(thread_id, True)
+        if self.evidence is not None:  # (a success here does not end a run of failed writes)
+            self.evidence.compared(thread_id, self.log.turns.get(thread_id, 0))
         timings = {"primary_ms": round(primary_ms, 3),
                    "candidate_ms": round((time.perf_counter() - began) * 1000, 3)}
         with self._guard:
@@ -293,9 +322,8 @@ class ShadowEngine(Engine):
             return True
         try:
             yield wait_future(future, self.timeout)
-        except Exception as exc:  # recorded, never raised
-            self._record(record.thread_id, "candidate_error",
-                         [f"restore: {type(exc).__name__}: {exc}"])
+        except Exception as exc:  # recorded and counted, never raised
+            self._failed(record.thread_id, f"restore: {type(exc).__name__}: {exc}")
         return True
 
     def drain(self, timeout: float | None = None) -> None:
@@ -322,5 +350,7 @@ class ShadowEngine(Engine):
             self.dropped += count
             self._record(thread_id, "candidate_dropped", [
                 f"close(drain={drain}): {count} queued candidate write(s) dropped"])
+        if self.evidence is not None:  # what the worker had no turn to write
+            self.evidence.flush()
         self.primary.close(drain)
         self.candidate_backend.close(drain)

@@ -4,7 +4,9 @@ Why a module of its own: ``adapters.shadow`` decides what the candidate does; th
 runs without touching a request — one daemon thread, so the candidate's writes keep their
 order and a comparison queued behind them sees them; a bounded queue, so a slow candidate
 costs the primary nothing (a full queue refuses, the caller counts the drop); a bounded
-shutdown that cancels what is still queued and says per thread how much.
+shutdown that cancels what is still queued and says per thread how much. ``after`` runs on
+the worker after each piece of work, before its result is handed over (the shadow writes its
+evidence there: off the request path, and done by the time a ``drain`` returns).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ Item = tuple[Future, Callable[[], Any], str]  # the result, the work, the thread
 class CandidateQueue:
     """Work for the candidate, run in order on one daemon thread."""
 
-    def __init__(self, max_queue: int = 1000) -> None:
+    def __init__(self, max_queue: int = 1000, after: Callable[[], None] = lambda: None) -> None:
         self.queue: queue.Queue[Item | None] = queue.Queue(max_queue)
+        self.after = after
         self.worker = threading.Thread(target=self._run, name="memshift-shadow", daemon=True)
         self.worker.start()
 
@@ -36,9 +39,19 @@ class CandidateQueue:
             future, fn, _thread = item
             if future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(fn())
+                    result = fn()
                 except BaseException as exc:  # handed to whoever waits, or recorded
+                    self._after()
                     future.set_exception(exc)
+                else:
+                    self._after()
+                    future.set_result(result)
+
+    def _after(self) -> None:
+        try:
+            self.after()
+        except Exception:  # noqa: BLE001 - the worker outlives a broken hook
+            logger.exception("shadow worker hook failed")
 
     def submit(self, thread_id: str, fn: Callable[[], Any]) -> Future | None:
         """Queue ``fn`` for ``thread_id``; its future, or ``None`` when the queue is full."""

@@ -57,12 +57,15 @@ def read_log(path: str) -> Iterator[Mismatch | None]:
 
 class MismatchLog:
     """One shadow engine's mismatches: the first ``max_recorded`` kept, every one counted by
-    (class, ignored), appended to ``log_path`` (JSONL) and handed to ``on_mismatch``. Also
-    the number of saves seen per thread (a mismatch names the turn it was found at)."""
+    (class, ignored), appended to ``log_path`` (JSONL), handed to ``store`` (buffered for the
+    store the fleet shares: ``adapters.shadow_evidence``) and to ``on_mismatch``. Also the
+    number of saves seen per thread (a mismatch names the turn it was found at)."""
 
     def __init__(self, *, on_mismatch: Callable[[Mismatch], None] | None = None,
-                 log_path: str | None = None, max_recorded: int = 10_000) -> None:
+                 log_path: str | None = None, max_recorded: int = 10_000,
+                 store: Callable[[Mismatch], None] | None = None) -> None:
         self.on_mismatch, self.log_path, self.max_recorded = on_mismatch, log_path, max_recorded
+        self.store = store
         self.mismatches: list[Mismatch] = []
         self.classes: Counter[tuple[str, bool]] = Counter()  # (class, ignored) -> mismatches
         self.turns: dict[str, int] = {}
@@ -96,6 +99,8 @@ class MismatchLog:
                     log.write(json.dumps(asdict(mismatch), ensure_ascii=False) + "\n")
             except OSError:
                 logger.exception("cannot write the shadow log")
+        if self.store is not None:  # buffered: written by the candidate's worker
+            self.store(mismatch)
         if self.on_mismatch is not None:
             try:
                 self.on_mismatch(mismatch)

@@ -159,6 +159,9 @@ FIELD: dict[str, str] = {
         "a `forget` child killed at a chosen point, then a re-run, on PostgreSQL: 4 s each",
     "tests/test_forget_interrupted.py::test_forget_beside_a_concurrent_writer_completes":
         "five erasures beside a child process writing the same SQLite file: 15 s",
+    "tests/test_fleet_evidence.py::"
+    "test_advance_halts_on_mismatches_two_processes_recorded_with_no_shared_file":
+        "two shadow app-server children on one store, then rollout advance twice: 19-30 s each",
     # -- single tests that take many seconds --------------------------------------------------
     "tests/test_faults.py::test_a_hung_summarizer_delays_no_other_thread":
         "waits out a hung summarizer per backend x store: 8-11 s each",

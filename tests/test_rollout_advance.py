@@ -55,8 +55,10 @@ def _shadowed(url: str, log: Path, diverging: set[str], ignore: tuple[str, ...] 
 
 
 def _advance(url: str, log: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict]:
+    """The shadow ran before the rollout: its evidence is in the store (and the log); no
+    traffic arrives during the steps, so only the mismatch guard has evidence to judge."""
     code = cli.main(["rollout", "advance", "--store", url, "--to", "0.5", "--step", "0.1",
-                     "--guard", "mismatch_rate<0.01,fold_failure_rate<0.05",
+                     "--guard", "mismatch_rate<0.01", "--interval", "0",
                      "--shadow-log", str(log), "--json", "--quiet", *extra])
     return code, json.loads(capsys.readouterr().out)
 
@@ -146,18 +148,18 @@ def test_guards_and_steps_are_checked() -> None:
         with pytest.raises(ConfigError):
             parse_guards(bad)
     assert shares(0.0, 0.25, 0.1) == [0.1, 0.2, 0.25] and shares(0.5, 0.2, 0.2) == [0.3, 0.2]
-    assert Evidence(threads=0).get("mismatch_rate") == 0.0
-    assert Evidence(threads=20, mismatching_threads=1).get("mismatch_rate") == 0.05
+    assert Evidence(threads=20).get("mismatch_rate") is None  # nothing compared: no evidence
+    assert Evidence(threads=20, compared=20, mismatching_threads=1).get("mismatch_rate") == 0.05
+    assert Evidence(threads=20, folds=0).get("fold_failures") is None
 
 
-def test_a_mismatch_guard_without_a_shadow_log_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_mismatch_guard_without_any_shadow_evidence_halts_saying_so(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/app.db"
     with SummaryMemory(store=url, policy=POLICY) as memory:
         memory.save("t", "q", "a")
-    assert cli.main(["rollout", "advance", "--store", url, "--to", "0.5",
-                     "--guard", "mismatch_rate<0.01", "--quiet"]) == 2
-    assert cli.main(["rollout", "advance", "--store", url, "--to", "0.5",
-                     "--guard", "fold_failures<1", "--quiet"]) == 0
+    for guard in ("mismatch_rate<0.01", "fold_failures<1"):  # no shadow ran, no fold since
+        assert cli.main(["rollout", "advance", "--store", url, "--to", "1.0", "--interval",
+                         "0", "--guard", guard, "--quiet", "--rollback-on-trip"]) == 1
 
 
 def test_fold_failures_of_the_moved_cohort_trip_the_guard(tmp_path: Path) -> None:
@@ -214,7 +216,7 @@ def test_a_thread_that_fails_to_move_halts_even_an_unjudged_step(
     steps = advance(lambda share: SummaryMemory(store=url, policy=POLICY, backend="staged",
                                                 rollout=share),
                     admin.iter_thread_ids, start=0.0, target=1.0, step=0.5,
-                    guards=parse_guards("fold_failures<1"), min_threads=1000)
+                    guards=parse_guards("fold_failures<1"), min_threads=1000, sleep=pytest.fail)
     assert len(steps) == 1 and steps[0].decision == "halted" and steps[0].failed > 0
     assert "failed to move" in steps[0].tripped[0]
 
@@ -288,7 +290,7 @@ def test_a_store_lost_mid_step_halts_and_the_row_names_every_moved_thread(
     _cut_after(monkeypatch, 3, lose)
     try:
         code = cli.main(["rollout", "advance", "--store", url, "--to", "1.0", "--step", "1.0",
-                         "--guard", "fold_failures<1", "--json", "--quiet"])
+                         "--guard", "fold_failures<1", "--interval", "0", "--json", "--quiet"])
         result = json.loads(capsys.readouterr().out)
     finally:
         restore()
@@ -319,7 +321,7 @@ def test_a_stopped_step_records_the_threads_it_moved(
 
     _cut_after(monkeypatch, 4, stop)
     code = cli.main(["rollout", "advance", "--store", url, "--to", "1.0", "--step", "1.0",
-                     "--guard", "fold_failures<1", "--json", "--quiet"])
+                     "--guard", "fold_failures<1", "--interval", "0", "--json", "--quiet"])
     capsys.readouterr()
     monkeypatch.undo()
     assert code == 143

@@ -312,12 +312,13 @@ def test_upgrade_check_writes_nothing_and_exits_1(fresh_store: Any,
     _old_store(url, "sqlite", 3)
     before = _catalog(url)
     code, result = _schema_cli(capsys, "upgrade", "--check", "--store", url)
-    assert code == 1 and [s["version"] for s in result["memshift"]["pending"]] == [4, 5]
+    assert code == 1 and [s["version"] for s in result["memshift"]["pending"]] == [4, 5, 6]
     assert _catalog(url) == before
     code, result = _schema_cli(capsys, "upgrade", "--store", url)
     assert code == 0 and result["applied"] == [
         "4: pinned threads (memshift_placement.pinned); versions recorded",
-        "5: original long thread ids (memshift_long_ids)"]
+        "5: original long thread ids (memshift_long_ids)",
+        "6: shadow evidence the fleet shares (memshift_evidence)"]
     code, again = _schema_cli(capsys, "upgrade", "--store", url)
     assert code == 0 and again["applied"] == []
 

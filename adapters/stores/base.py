@@ -256,9 +256,10 @@ class Store(ABC):
 
     def erase(self, tx: Tx, placement: bool) -> int:
         """Delete everything of the thread in this store — transcript, both backends' state
-        (every retained checkpoint), fold records, and with ``placement`` its placement and
-        the original of a long id (``Reads.original_ids``) — in ``tx``. Gives the number of transcript messages deleted. Stores that cannot erase
-        say so (``StoreError``), never half-erase."""
+        (every retained checkpoint), fold records, and with ``placement`` its placement, the
+        original of a long id (``Reads.original_ids``) and its shadow evidence
+        (``adapters.stores.evidence``) — in ``tx``. Gives the number of transcript messages
+        deleted. Stores that cannot erase say so (``StoreError``), never half-erase."""
         raise StoreError(f"{type(self).__name__} cannot erase threads")
 
     @abstractmethod

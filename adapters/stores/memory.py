@@ -22,6 +22,7 @@ from adapters.view import detach
 from adapters.stores.base import (
     Checkpoints, ClassicSnapshot, ClassicState, Placement, Placements, Reads, Store, Tx,
 )
+from adapters.stores.evidence import COMPARED, PER_THREAD, EvidenceLog, EvidenceRow
 
 __all__ = ["MemoryStore"]
 
@@ -176,7 +177,7 @@ class _MemoryCheckpoints(Checkpoints):
         tx.undo.append(_up.inmemory_erase(self._saver, tx.thread_id))
 
 
-class MemoryStore(Store, Placements, Reads):
+class MemoryStore(Store, Placements, Reads, EvidenceLog):
     """Everything in this process; gone when it exits."""
 
     url = "memory"
@@ -191,6 +192,7 @@ class MemoryStore(Store, Placements, Reads):
         self._folds: dict[str, list[dict[str, Any]]] = {}
         self._placements: dict[str, Placement] = {}
         self._long_ids: dict[str, str] = {}  # a long id's key -> the id the application passed
+        self._evidence: dict[str, list[EvidenceRow]] = {}  # shadow evidence, per thread
         self.classic = _MemoryClassic(self._guard)
         self.checkpoints = _MemoryCheckpoints(keep_checkpoints)
 
@@ -275,11 +277,13 @@ class MemoryStore(Store, Placements, Reads):
             kept = (self._transcripts.pop(tid, None), self._transcript_ids.pop(tid, None),
                     self._folds.pop(tid, None),
                     self._placements.pop(tid, None) if placement else None,
-                    self._long_ids.pop(tid, None) if placement else None)
+                    self._long_ids.pop(tid, None) if placement else None,
+                    self._evidence.pop(tid, None) if placement else None)
 
             def undo() -> None:
                 for table, value in zip((self._transcripts, self._transcript_ids, self._folds,
-                                         self._placements, self._long_ids), kept):
+                                         self._placements, self._long_ids, self._evidence),
+                                        kept):
                     if value is not None:
                         table[tid] = value  # type: ignore[index]
             tx.undo.append(undo)
@@ -331,3 +335,20 @@ class MemoryStore(Store, Placements, Reads):
     def original_ids(self, thread_ids: Sequence[str]) -> dict[str, str]:
         with self._guard:
             return {t: self._long_ids[t] for t in thread_ids if t in self._long_ids}
+
+    # -- shadow evidence (``adapters.stores.evidence``) ---------------------------------------
+    def record_evidence(self, rows: Sequence[EvidenceRow]) -> None:
+        with self._guard:
+            for row in rows:
+                kept = self._evidence.setdefault(row.thread_id, [])
+                kept.append(row)
+                del kept[:-PER_THREAD]
+
+    def evidence_of(self, thread_ids: Sequence[str]) -> list[EvidenceRow]:
+        with self._guard:
+            return [r for t in dict.fromkeys(thread_ids) for r in self._evidence.get(t, ())]
+
+    def evidence_since(self, since: str) -> list[EvidenceRow]:
+        with self._guard:
+            return sorted((r for rows in self._evidence.values() for r in rows
+                           if r.kind != COMPARED and r.at >= since), key=lambda r: r.at)

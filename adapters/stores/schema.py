@@ -8,7 +8,9 @@ SQLAlchemy or, compiled, through a PostgreSQL batch), and the message codec.
 - ``memshift_folds``: fold records, written in the transaction of the state they describe;
 - ``memshift_placement``: which backend serves a thread (staged cutover);
 - ``memshift_long_ids``: the id the application passed, for a thread kept under the key of
-  an id over the byte budget (``adapters.thread_keys``), so listings can show it.
+  an id over the byte budget (``adapters.thread_keys``), so listings can show it;
+- ``memshift_evidence``: what the fleet's shadows found, for rollout guards
+  (``adapters.stores.evidence``: no text, newest rows per thread kept).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from adapters.errors import corrupt
 from adapters.stores.base import Placement
 from adapters.view import detach
 
-__all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW", "ERASE_FOLDS",
-           "ERASE_LONG_ID", "ERASE_PLACEMENT", "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW",
-           "LAST_IDS", "READ_CLASSIC", "READ_FOLDS", "READ_LONG_IDS", "READ_PLACEMENT",
-           "classic_table", "dump_message", "folds_table", "forget_decoded", "load_message",
-           "long_ids_table", "metadata", "placement_table", "transcript_table", "window_table"]
+__all__ = ["COUNT_TRANSCRIPT", "DELETE_CLASSIC", "DELETE_FOLDED", "DELETE_WINDOW",
+           "ERASE_EVIDENCE", "ERASE_FOLDS", "ERASE_LONG_ID", "ERASE_PLACEMENT",
+           "ERASE_TRANSCRIPT", "INSERT_FOLD", "INSERT_WINDOW", "LAST_IDS", "READ_CLASSIC",
+           "READ_FOLDS", "READ_LONG_IDS", "READ_PLACEMENT", "classic_table", "dump_message",
+           "evidence_table", "folds_table", "forget_decoded", "load_message", "long_ids_table",
+           "metadata", "placement_table", "transcript_table", "window_table"]
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER keys are 64-bit rowids
 
@@ -81,6 +84,19 @@ long_ids_table = Table(
     Column("original", Text, nullable=False),  # the id the application passed: data only
 )
 
+evidence_table = Table(
+    "memshift_evidence", metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),  # as the stores keep it: erased with the thread
+    Column("kind", Text, nullable=False),
+    Column("cls", Text, nullable=False),
+    Column("ignored", Boolean, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("recorded_at", Text, nullable=False),  # ISO 8601 UTC, as the shadow log
+    Index("ix_memshift_evidence_thread", "thread_id", "id"),
+    Index("ix_memshift_evidence_recorded", "recorded_at"),
+)
+
 READ_CLASSIC = union_all(
     select(literal_column("0").label("kind"), classic_table.c.summary.label("text"),
            classic_table.c.folds.label("n")).where(classic_table.c.thread_id == bindparam("tid")),
@@ -97,6 +113,7 @@ ERASE_TRANSCRIPT = delete(transcript_table).where(transcript_table.c.thread_id =
 ERASE_FOLDS = delete(folds_table).where(folds_table.c.thread_id == bindparam("tid"))
 ERASE_PLACEMENT = delete(placement_table).where(placement_table.c.thread_id == bindparam("tid"))
 ERASE_LONG_ID = delete(long_ids_table).where(long_ids_table.c.thread_id == bindparam("tid"))
+ERASE_EVIDENCE = delete(evidence_table).where(evidence_table.c.thread_id == bindparam("tid"))
 COUNT_TRANSCRIPT = select(func.count()).select_from(transcript_table).where(
     transcript_table.c.thread_id == bindparam("tid"))
 INSERT_FOLD = folds_table.insert().values(thread_id=bindparam("tid"), record=bindparam("record"))

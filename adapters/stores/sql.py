@@ -25,12 +25,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.errors import StoreError
 from adapters.stores.base import Placements, Reads, Tx
 from adapters.stores.batch import Batch
+from adapters.stores.evidence import EvidenceLog
 from adapters.stores.marks import SqlMarks
 from adapters.stores.schema import (
-    COUNT_TRANSCRIPT, ERASE_FOLDS, ERASE_LONG_ID, ERASE_PLACEMENT, ERASE_TRANSCRIPT, classic_table,
-    forget_decoded, metadata,
+    COUNT_TRANSCRIPT, ERASE_EVIDENCE, ERASE_FOLDS, ERASE_LONG_ID, ERASE_PLACEMENT,
+    ERASE_TRANSCRIPT, classic_table, forget_decoded, metadata,
 )
 from adapters.stores.sql_classic import SqlClassic
+from adapters.stores.sql_evidence import SqlEvidence
 from adapters.stores.sql_log import SqlThreadLog
 from adapters.stores.sql_tx import AsyncDriver, SqlTx, _conn  # noqa: F401 (_conn: re-exported)
 from adapters.stores.url import scrub as scrub_password, scrub_cause
@@ -40,7 +42,7 @@ __all__ = ["SqlStore", "SqlTx", "metadata", "scrub_password"]
 logger = logging.getLogger("memshift.store")
 
 
-class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks):
+class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks, SqlEvidence, EvidenceLog):
     """Shared SQL behaviour; dialect modules bring the engine, the lock and the checkpoints."""
 
     _secret: str | None = None  # the store URL whose password is scrubbed from driver messages
@@ -199,7 +201,8 @@ class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks):
         self._before_erase(tx)
         forget_decoded()
         (count,) = self.fetch(tx, COUNT_TRANSCRIPT, {"tid": tx.thread_id})[0]
-        whole = (ERASE_PLACEMENT, ERASE_LONG_ID) if placement else ()  # the thread's id goes too
+        # the whole thread: its id goes too (placement, a long id's original, shadow evidence)
+        whole = (ERASE_PLACEMENT, ERASE_LONG_ID, ERASE_EVIDENCE) if placement else ()
         for stmt in (ERASE_TRANSCRIPT, ERASE_FOLDS, *whole):
             self.send(tx, stmt, {"tid": tx.thread_id})
         self.classic.clear(tx)

@@ -12,7 +12,6 @@ a DBA. LangGraph's own tables are migrated by LangGraph (``saver_schema``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -21,6 +20,9 @@ from sqlalchemy import Column, Integer, MetaData, Table, Text, inspect, select, 
 from sqlalchemy.engine import Connection, Engine
 
 from adapters.errors import StoreError
+from adapters.stores.schema_steps import (
+    CURRENT, REPAIRABLE_COLUMNS, STEPS, Catalog, Step, implied, v2, v4,
+)
 
 __all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE", "contradictions",
            "pending_sql", "read_status", "refuse_contradicted", "refuse_newer",
@@ -28,7 +30,6 @@ __all__ = ["CURRENT", "SchemaStatus", "Step", "STEPS", "VERSION_TABLE", "contrad
 
 logger = logging.getLogger("memshift.schema")
 
-CURRENT = 5
 VERSION_TABLE = "memshift_schema"
 _meta = MetaData()
 versions_table = Table(
@@ -40,97 +41,6 @@ versions_table = Table(
 )
 _CREATE_VERSIONS = ("CREATE TABLE IF NOT EXISTS memshift_schema (version INTEGER NOT NULL, "
                     "step TEXT NOT NULL, applied_at TEXT NOT NULL, memshift_version TEXT NOT NULL)")
-
-# What each version is (the memshift that introduced it):
-#   1  memshift 0.1: memshift_transcript, memshift_window (32-bit ids on PostgreSQL),
-#      memshift_classic
-#   2  + memshift_folds (fold records); memshift_window ids 64-bit
-#   3  + memshift_placement (which backend serves a thread)
-#   4  + memshift_placement.pinned; versions recorded in memshift_schema
-#   5  + memshift_long_ids (the id the application passed, beside a long id's key)
-
-# The tables and columns each version implies (frozen, like the steps: never today's
-# metadata), so that a store whose tables contradict the version it records is caught at open.
-_IMPLIED: dict[int, dict[str, tuple[str, ...]]] = {
-    1: {"memshift_transcript": ("id", "thread_id", "message_id", "message"),
-        "memshift_window": ("id", "session_id", "message"),
-        "memshift_classic": ("thread_id", "summary", "folds")},
-    2: {"memshift_folds": ("id", "thread_id", "record")},
-    3: {"memshift_placement": ("thread_id", "backend", "version", "since")},
-    4: {"memshift_placement": ("pinned",)},
-    5: {"memshift_long_ids": ("thread_id", "original")},
-}
-_REPAIRABLE_COLUMNS = {("memshift_placement", "pinned")}  # a step adds them to a kept table
-
-
-def implied(version: int) -> dict[str, list[str]]:
-    """Table -> columns that schema ``version`` holds."""
-    out: dict[str, list[str]] = {}
-    for v in sorted(_IMPLIED):
-        if v <= version:
-            for table, columns in _IMPLIED[v].items():
-                out.setdefault(table, []).extend(columns)
-    return out
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """What the store holds, as far as memshift's versions are concerned."""
-
-    tables: frozenset[str]
-    columns: dict[str, frozenset[str]]
-    window_id_32bit: bool
-
-    def has(self, table: str, column: str | None = None) -> bool:
-        return table in self.tables and (column is None or column in self.columns[table])
-
-
-@dataclass(frozen=True)
-class Step:
-    """One version's change: statements per dialect; ``needed`` says which still apply."""
-
-    version: int
-    name: str
-    sql: Callable[[str, Catalog], list[str]]
-
-
-def _v2(dialect: str, cat: Catalog) -> list[str]:
-    pk = "BIGSERIAL" if dialect == "postgresql" else "INTEGER"
-    out = [f"CREATE TABLE IF NOT EXISTS memshift_folds (id {pk} NOT NULL, thread_id TEXT NOT "
-           "NULL, record TEXT NOT NULL, PRIMARY KEY (id))",
-           "CREATE INDEX IF NOT EXISTS ix_memshift_folds_thread ON memshift_folds "
-           "(thread_id, id)"]
-    if dialect == "postgresql" and cat.window_id_32bit:
-        out += ["ALTER TABLE memshift_window ALTER COLUMN id TYPE BIGINT",
-                "ALTER SEQUENCE IF EXISTS memshift_window_id_seq AS BIGINT"]
-    return out
-
-
-def _v3(dialect: str, cat: Catalog) -> list[str]:
-    return ["CREATE TABLE IF NOT EXISTS memshift_placement (thread_id TEXT NOT NULL, backend "
-            "TEXT NOT NULL, version INTEGER NOT NULL, since FLOAT NOT NULL, "
-            "PRIMARY KEY (thread_id))"]
-
-
-def _v4(dialect: str, cat: Catalog) -> list[str]:
-    if cat.has("memshift_placement", "pinned"):
-        return []
-    if dialect == "postgresql":
-        return ["ALTER TABLE memshift_placement ADD COLUMN IF NOT EXISTS pinned BOOLEAN NOT "
-                "NULL DEFAULT false"]
-    return ["ALTER TABLE memshift_placement ADD COLUMN pinned BOOLEAN NOT NULL DEFAULT 0"]
-
-
-def _v5(dialect: str, cat: Catalog) -> list[str]:
-    return ["CREATE TABLE IF NOT EXISTS memshift_long_ids (thread_id TEXT NOT NULL, original "
-            "TEXT NOT NULL, PRIMARY KEY (thread_id))"]
-
-
-STEPS = (Step(2, "fold records (memshift_folds); 64-bit window ids", _v2),
-         Step(3, "placement record (memshift_placement)", _v3),
-         Step(4, "pinned threads (memshift_placement.pinned); versions recorded", _v4),
-         Step(5, "original long thread ids (memshift_long_ids)", _v5))
-
 
 @dataclass
 class SchemaStatus:
@@ -223,7 +133,7 @@ def _repairable(status: SchemaStatus) -> bool:
     from a kept table took its rows' values with it."""
     cat = status.catalog
     assert cat is not None
-    return all(table not in cat.tables or (table, column) in _REPAIRABLE_COLUMNS
+    return all(table not in cat.tables or (table, column) in REPAIRABLE_COLUMNS
                or column in cat.columns[table]
                for table, columns in implied(status.version).items() for column in columns)
 
@@ -236,9 +146,9 @@ def _repair_sql(status: SchemaStatus) -> list[str]:
     missing = {t for t in implied(status.version) if t not in cat.tables}
     out = [s for s in _create_all_sql(status.dialect)
            if any(f" {t} " in s + " " or f" {t}(" in s for t in missing)]
-    out += _v4(status.dialect, cat) if "memshift_placement" not in missing else []
+    out += v4(status.dialect, cat) if "memshift_placement" not in missing else []
     if cat.window_id_32bit:
-        out += [s for s in _v2(status.dialect, cat) if s.startswith("ALTER")]
+        out += [s for s in v2(status.dialect, cat) if s.startswith("ALTER")]
     return out
 
 
@@ -267,7 +177,9 @@ def _infer(cat: Catalog) -> int:
         return 2
     if not cat.has("memshift_placement", "pinned"):
         return 3
-    return 5 if cat.has("memshift_long_ids") else 4
+    if not cat.has("memshift_long_ids"):
+        return 4
+    return 6 if cat.has("memshift_evidence") else 5
 
 
 def read_status(conn: Connection) -> SchemaStatus:

@@ -15,6 +15,7 @@ from compat.cli._migrate_report import close_run, finish_run, run_stats
 from compat.cli._policy import choose_policy, policy_options
 from compat.cli._urls import check_url
 from compat import admin
+from compat.rollout import DEFAULT_INTERVAL
 
 __all__ = ["rollout"]
 
@@ -148,11 +149,15 @@ def move(to: str, share: float | None, threads: tuple[str, ...], as_json: bool,
                    "fold_failure_rate<0.05\").")
 @click.option("--shadow-log", type=click.Path(dir_okay=False, exists=True), default=None,
               envvar="MEMSHIFT_SHADOW_LOG", metavar="FILE",
-              help="The shadow log the mismatch guards read. [default: $MEMSHIFT_SHADOW_LOG]")
+              help="Also read this shadow log (JSONL); the mismatch guards always read the "
+                   "evidence every shadow records in the store. [default: "
+                   "$MEMSHIFT_SHADOW_LOG]")
 @click.option("--min-threads", type=click.IntRange(min=1), default=1, show_default=True,
               metavar="N", help="Judge a step only when this run has moved at least N threads.")
-@click.option("--interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              metavar="S", help="Seconds to wait after each step before reading the evidence.")
+@click.option("--interval", type=click.FloatRange(min=0), default=DEFAULT_INTERVAL,
+              show_default=True, metavar="S",
+              help="Seconds to wait after each step before reading the evidence (traffic on "
+                   "the moved threads makes the fold evidence; every shadow's findings land).")
 @click.option("--rollback-on-trip", is_flag=True,
               help="When a guard trips, move the step's threads back (else: halt there).")
 @store_options("", "MEMSHIFT_STORE", "staged store (must exist)")
@@ -163,8 +168,8 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
             output: str | None, quiet: bool, **opts: Any) -> int:
     """Raise the rollout one step at a time; after each step read the shadow and fold records
     of the threads it moved and halt (or, with --rollback-on-trip, step back) when a guard
-    trips. Every decision is recorded in the run log (memshift history). Exit 1 when a guard
-    tripped."""
+    trips or has no evidence to judge. Every decision is recorded in the run log (memshift
+    history). Exit 1 when a guard tripped or had no evidence."""
     from compat.memory import DEFAULT_MAX_TOKEN_LIMIT, SummaryMemory
     from compat.cli._stop import check
     from compat.rollout import advance as run_advance, parse_guards
@@ -202,6 +207,11 @@ def advance(target: float, step: float, start: float, guard_spec: str, shadow_lo
 
 
 
+def _rate(value: float | None) -> str:
+    """A measured rate, or what it is when nothing was measured (never 0.0000)."""
+    return "n/a (no evidence)" if value is None else f"{value:.4f}"
+
+
 class _StepLog:
     """Each step's run-log row: started before the step moves anything, naming (by hash) every
     thread it is about to move; completed with the threads it moved, the decision and the
@@ -224,12 +234,13 @@ class _StepLog:
             counts={"moving": [thread_hash(t) for t in moving]})
 
     def end(self, step: Any, moved: set[str]) -> None:
+        ev = step.evidence
         self.out.line(f"{step.share_from:g} -> {step.share_to:g}: moved {step.moved}, "
                       f"{step.decision}" + (f" ({'; '.join(step.tripped)})" if step.tripped
                                             else "") +
-                      f"  [mismatch_rate {step.evidence['mismatch_rate']:.4f} over "
-                      f"{step.evidence['threads']} thread(s), fold_failure_rate "
-                      f"{step.evidence['fold_failure_rate']:.4f}]")
+                      f"  [mismatch_rate {_rate(ev.get('mismatch_rate'))} over "
+                      f"{ev.get('compared', 0)} compared of {ev.get('threads', 0)} moved "
+                      f"thread(s), fold_failure_rate {_rate(ev.get('fold_failure_rate'))}]")
         self._finish("failed" if step.tripped else "ok", moved,
                      {"decision": step.decision, "moved": step.moved, "failed": step.failed,
                       "tripped": step.tripped, **step.evidence})
