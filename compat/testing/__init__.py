@@ -4,6 +4,11 @@
 ``BackendEquivalenceContract``: randomized conversations through classic and middleware,
 compared after every turn. ``StagedMigrationContract``: the same while threads move between
 the backends at random turns. Subclass, supply the fixture(s), run pytest.
+
+Every suite takes your summarizer through one fixture, ``summarizer``: a LangChain chat model
+or LLM (``ChatOpenAI(...)``: prompted with the policy's prompt), a ``Summarizer`` object, a
+plain ``fn(summary, messages) -> str``, or ``None`` (memshift's offline summarizer). The
+suites adapt and record it themselves; anything else is a ``ConfigError`` naming these kinds.
 """
 
 from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
@@ -12,6 +17,7 @@ from compat.testing.fakes import EchoChatModel
 from compat.testing.equivalence import BackendEquivalenceContract
 from compat.testing.staged import StagedMigrationContract
 from compat.testing.store import StoreContract
+from compat.testing.summarizers import summarizer_settings
 
 __all__ = [
     "BackendEquivalenceContract",
@@ -22,4 +28,5 @@ __all__ = [
     "SummaryMemoryContract",
     "agent_turn",
     "filler_turn",
+    "summarizer_settings",
 ]

@@ -1,25 +1,33 @@
 """``SummaryMemoryContract``: what every configured ``SummaryMemory`` must do.
 
-Subclass it and override the ``memory`` fixture to return your configured memory on a
-fresh store. Optional behaviour is declared by the ``capabilities`` fixture
-(``"persistent"``: state survives reopening the store). Opt out of a test only with
-``pytest.mark.xfail(reason=...)``: a removed or overridden test fails the guard.
+Subclass it and override what differs from the defaults: ``summarizer`` (your chat model or
+LLM, a ``Summarizer``, or a plain ``fn(summary, messages) -> str``; default memshift's
+offline one), ``policy``, ``store`` (default a fresh SQLite file) and ``backend`` (default
+both) — or the whole ``memory`` fixture (``summarizer_settings(summarizer)`` gives the
+``SummaryMemory`` keywords for the ``summarizer`` fixture). Optional behaviour is declared
+by ``capabilities`` (``"persistent"``: state survives reopening the store; default: unless
+``store`` is ``"memory"``). Opt out of a test only with ``pytest.mark.xfail(reason=...)``:
+a removed or overridden test fails the guard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import warnings
+from collections.abc import Iterator
 from contextlib import nullcontext, suppress
+from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from adapters import compare_views
+from adapters import MemoryPolicy, compare_views
 from adapters.errors import InvalidThreadId, SummarizerError, ThreadIdRequired
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
 from compat.testing.conversations import FlakySummarizer, agent_turn, filler_turn
+from compat.testing.summarizers import summarizer_settings
 from compat import admin
 
 __all__ = ["SummaryMemoryContract"]
@@ -52,16 +60,39 @@ def _text(memory: SummaryMemory, thread: str) -> str:
 
 
 class SummaryMemoryContract:
-    """The behaviour contract. Override ``memory``; every test uses a fresh one."""
+    """The behaviour contract. Override ``summarizer``/``policy``/``store``/``backend``, or
+    ``memory`` itself; every test uses a fresh memory."""
 
     @pytest.fixture
-    def memory(self) -> SummaryMemory:
-        raise NotImplementedError("override the `memory` fixture to return your SummaryMemory")
+    def summarizer(self) -> Any:
+        """Your summarizer as you have it: a chat model or LLM (prompted with the policy's
+        prompt), a ``Summarizer``, a ``fn(summary, messages) -> str``, or ``None``."""
+        return None
 
     @pytest.fixture
-    def capabilities(self) -> set[str]:
+    def policy(self) -> MemoryPolicy:
+        return MemoryPolicy(max_tokens=120, keep_tokens=60)
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Any:
+        """A fresh store per test (a URL or a ``Store``); ``"memory"`` is not persistent."""
+        return f"sqlite:///{tmp_path}/memshift.db"
+
+    @pytest.fixture(params=["classic", "middleware"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return request.param
+
+    @pytest.fixture
+    def memory(self, backend: str, policy: MemoryPolicy, summarizer: Any,
+               store: Any) -> Iterator[SummaryMemory]:
+        with SummaryMemory(backend=backend, policy=policy, store=store,
+                           **summarizer_settings(summarizer)) as memory:
+            yield memory
+
+    @pytest.fixture
+    def capabilities(self, store: Any) -> set[str]:
         """What the configured memory supports beyond the core: ``{"persistent"}``."""
-        return {"persistent"}
+        return set() if store in ("memory", "memory://") else {"persistent"}
 
     def _fill(self, memory: SummaryMemory, thread: str, turns: int, start: int = 0) -> None:
         size = _turn_size(memory)

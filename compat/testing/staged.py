@@ -9,8 +9,12 @@ summary (threads on different backends of one store included), and its transcrip
 every turn once, in order. A thread that moved continues through ``create_agent`` on
 ``memory.checkpointer``.
 
-Subclass it and override ``policy``, ``summarizer`` and ``make_memory(backend, summarizer,
-**settings)`` — the last must put every memory it makes *on one store* (yours).
+Subclass it and override ``summarizer`` (your chat model or LLM, a ``Summarizer``, or a plain
+``fn(summary, messages) -> str``; default memshift's deterministic one), ``policy`` and
+``store`` — or ``make_memory(backend, summarizer, **settings)``, which must put every memory
+it makes *on one store* (yours) and hand the ``summarizer`` it is given to ``SummaryMemory``
+(the suite has wrapped yours in its recorder). The twin shares one cache of your
+summarizer's answers, so a model that words each answer differently is not a difference.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from langchain_core.messages import HumanMessage
 from adapters import MemoryPolicy, compare_views, open_store
 from compat.memory import SummaryMemory
 from compat.testing._guard import assert_no_silent_overrides
-from compat.testing.conversations import RecordingSummarizer, agent_turn, filler_turn
+from compat.testing.conversations import agent_turn, filler_turn
+from compat.testing.summarizers import SuiteSummarizer
 from compat import admin
 
 __all__ = ["StagedMigrationContract"]
@@ -50,7 +55,7 @@ _RUNS = itertools.count()
 
 
 class StagedMigrationContract:
-    """Override ``policy``, ``summarizer`` and ``make_memory`` to check your setup."""
+    """Override ``summarizer``, ``policy`` and ``store`` (or ``make_memory``)."""
 
     hypothesis_examples: int = 12
     twin_backend: str = "classic"  # the unmoved twin (the equivalence contract covers both)
@@ -60,9 +65,11 @@ class StagedMigrationContract:
         return MemoryPolicy(max_tokens=200, keep_tokens=120)
 
     @pytest.fixture
-    def summarizer(self) -> Callable[[], Any]:
-        """A factory of deterministic summarizers (each memory gets its own recorder)."""
-        return RecordingSummarizer
+    def summarizer(self) -> Any:
+        """Your summarizer as you have it: a chat model or LLM (prompted with the policy's
+        prompt), a ``Summarizer``, a ``fn(summary, messages) -> str``, or ``None``. (A
+        zero-argument factory of one, the form this fixture took before, still works.)"""
+        return None
 
     @pytest.fixture
     def store(self) -> Any:
@@ -79,24 +86,24 @@ class StagedMigrationContract:
         return make
 
     # -- the replay ---------------------------------------------------------------------------
-    def _replay(self, make_memory: MemoryFactory, summarizer: Callable[[], Any],
-                policy: MemoryPolicy,
+    def _replay(self, make_memory: MemoryFactory, summarizer: Any, policy: MemoryPolicy,
                 steps: list[tuple[Any, ...]]) -> tuple[SummaryMemory, list[str]]:
         run = next(_RUNS)
         names = [f"{name}{run}" for name in THREADS]  # each example on threads of its own
-        recorder = summarizer()
-        memory = make_memory("staged", recorder, rollout=0.0)
-        twin_recorder = summarizer()
-        twin = SummaryMemory(backend=self.twin_backend, policy=policy, summarizer=twin_recorder)
+        team = SuiteSummarizer(summarizer, policy)  # one cache for the memories and the twin
+        handed, recorder = team.recorded()
+        memory = make_memory("staged", handed, rollout=0.0)
+        twin_handed, twin_recorder = team.recorded()
+        twin = SummaryMemory(backend=self.twin_backend, policy=policy, summarizer=twin_handed)
         turns = dict.fromkeys(names, 0)
         opened = [memory]
         for n, step in enumerate(steps):
             kind = step[0]
             if kind == "rollout":
-                memory = make_memory("staged", recorder, rollout=step[1])
+                memory = make_memory("staged", handed, rollout=step[1])
                 opened.append(memory)
             elif kind == "flag":
-                memory = make_memory(step[1], recorder)
+                memory = make_memory(step[1], handed)
                 opened.append(memory)
             elif kind == "pin":
                 admin.pin(memory, names[step[1]], step[2])
@@ -135,7 +142,7 @@ class StagedMigrationContract:
 
     # -- the tests ------------------------------------------------------------------------------
     def test_threads_moving_at_random_turns_stay_equal_to_unmoved_twins(
-            self, make_memory: MemoryFactory, summarizer: Callable[[], Any],
+            self, make_memory: MemoryFactory, summarizer: Any,
             policy: MemoryPolicy) -> None:
         """Hypothesis-generated (``hypothesis_examples``): rollouts up and down, flag flips,
         pins and unpins between turns of four threads."""
@@ -146,7 +153,7 @@ class StagedMigrationContract:
         run()
 
     def test_every_thread_moves_both_ways_while_the_others_talk(
-            self, make_memory: MemoryFactory, summarizer: Callable[[], Any],
+            self, make_memory: MemoryFactory, summarizer: Any,
             policy: MemoryPolicy) -> None:
         steps: list[tuple[Any, ...]] = []
         for round_, change in enumerate([("rollout", 0.5), ("flag", "middleware"),
@@ -159,7 +166,7 @@ class StagedMigrationContract:
         self._replay(make_memory, summarizer, policy, steps)[0].close()
 
     def test_a_moved_thread_continues_through_create_agent(
-            self, make_memory: MemoryFactory, summarizer: Callable[[], Any],
+            self, make_memory: MemoryFactory, summarizer: Any,
             policy: MemoryPolicy) -> None:
         from langchain.agents import create_agent
 
