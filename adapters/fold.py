@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters.telemetry import TELEMETRY
 from adapters.errors import StoreError, SummarizerError
+from adapters.fold_check import verdict
 from adapters.io import Steps
 from adapters.overflow import summarize_in_chunks
 from adapters.policy import MAX_RETRY_BACKOFF, FoldPlan, MemoryPolicy
@@ -210,19 +211,26 @@ class Folder:
     # -- the summary --------------------------------------------------------------------------
     def summarize_steps(self, thread_id: str, job: FoldJob) -> Steps[tuple[str, FoldRecord]]:
         """Redact what is sent, summarize with retries and a timeout per attempt (in chunks
-        when the input is too large). No lock, no transaction. A failure is recorded (in its
-        own transaction) and raised."""
+        when the input is too large), check the reply (``adapters.fold_check``). No lock, no
+        transaction. A failure or a rejected reply is recorded (in its own transaction) and
+        raised: nothing is replaced."""
         policy = self.policy
         start = time.perf_counter()
         try:
             folded = job.folded  # stored objects may be shared: the summarizer gets copies
             if self.store.shares_messages:
                 folded = tuple(detach(m) for m in folded)
-            text = yield from summarize_in_chunks(
-                self.summarizer, policy, job.summary,
-                redact_messages(for_summarizer(folded), policy.redactor), thread_id)
+            sent = redact_messages(for_summarizer(folded), policy.redactor)
+            text = yield from summarize_in_chunks(self.summarizer, policy, job.summary, sent,
+                                                  thread_id)
             if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
                 text = policy.redactor(text)
+            # fail closed: a reply that is no summary of this fold replaces nothing
+            rejected = verdict(text, policy, job.summary, sent, job.window[job.plan.cutoff:]
+                               ) if policy.check_summaries else None
+            if rejected is not None:
+                raise SummarizerError(str(rejected), thread_id=thread_id,
+                                      attempts=1) from rejected
         except (SummarizerError, KeyboardInterrupt, SystemExit) as exc:
             interrupted = not isinstance(exc, SummarizerError)
             error = f"interrupted: {type(exc).__name__}" if interrupted else str(exc)

@@ -64,6 +64,10 @@ class MemoryPolicy:
     max_message_tokens: int | None = 100_000  # a longer message is refused before anything is written
     retry_backoff: float = 1.0  # seconds before a failed fold is tried again; doubles, capped
     max_failed_folds: int | None = 3  # then the offline fallback folds (None: never)
+    # fail closed: a reply that is no summary (a refusal, the prompt or previous summary
+    # echoed, too short, the folded text's numbers and ids dropped: ``adapters.fold_check``)
+    # fails the fold like a summarizer error; False stores any non-empty reply within the cap
+    check_summaries: bool = True
     # "background": save returns once the turn is committed; the fold lands a little later
     fold: Literal["inline", "background"] = "inline"
     max_lag_tokens: int | None = None  # background: a window this far past the trigger waits
@@ -173,7 +177,7 @@ class MemoryPolicy:
 
     # -- the recorded form ------------------------------------------------------------
     RECORDED = ("max_tokens", "keep_tokens", "max_messages", "keep_messages", "cut",
-                "summary_format", "max_summary_tokens", "trigger")
+                "summary_format", "max_summary_tokens", "trigger", "check_summaries")
 
     def recorded(self) -> dict[str, Any]:
         """The fold rule as plain data, stored with every fold record so that tools
@@ -186,6 +190,8 @@ class MemoryPolicy:
                 del out["trigger"]  # absent from records written before trigger= existed
             else:
                 out["trigger"] = [dict(c) for c in self._clauses]
+            if self.check_summaries:
+                del out["check_summaries"]  # recorded when off (older records: on)
             out["token_counter"] = counter_spec(self.token_counter)
             out["prompt_version"] = self.prompt_version
             object.__setattr__(self, "_recorded", out)

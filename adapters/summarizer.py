@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from langchain_core.messages import BaseMessage, HumanMessage, get_buffer_string
+from langchain_core.messages import BaseMessage, get_buffer_string
 
 from adapters.workers import WorkersBusy, run_on_worker
 from adapters._upstream import summary_call_config
 from adapters.errors import ConfigError, SummarizerError
 from adapters.extractive import ExtractiveSummarizer
+from adapters.fold_check import SummaryRejected, check_reply
 from adapters.framing import frame_safe
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.structured import is_rendered, merge, parse_delta, parse_rendered, render
@@ -138,7 +139,7 @@ def _with_output_cap(llm: Any, max_tokens: int | None) -> Any:
         return llm
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")  # "3.8" and "e.g" stay whole
 _GREETING = re.compile(r"^(hi|hello|hey|thanks|thank you|你好|谢谢|好的)\b[!,.！，。 ]*$", re.I)
 
 
@@ -316,13 +317,7 @@ def summarize_steps(
             result = yield summarizer_io(summarizer, summary, messages, timeout)
             if not isinstance(result, str):
                 raise TypeError(f"summarizer returned {type(result).__name__}, not str")
-            result = result.strip()
-            if not result:
-                raise ValueError("summarizer returned an empty summary")
-            if max_tokens and (size := (counter or count_tokens_cjk)(
-                    [HumanMessage(content=result)])) > max_tokens:
-                raise ValueError(f"summary of {size} tokens exceeds max_summary_tokens={max_tokens}")
-            return result
+            return check_reply(result, max_tokens, counter or count_tokens_cjk)
         except Exception as exc:  # translated below; every attempt is logged
             last = exc
             logger.warning(
@@ -332,8 +327,10 @@ def summarize_steps(
             if isinstance(exc, WorkersBusy) or (give_up_on is not None and give_up_on(exc)):
                 attempts = attempt  # retrying at once cannot help
                 break
+    why = f"{last} ({attempts} attempt(s))" if isinstance(last, SummaryRejected) else \
+        f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}"
     raise SummarizerError(
-        f"summarizer failed {attempts} time(s): {type(last).__name__}: {last}",
+        why,
         thread_id=thread_id,
         attempts=attempts,
     ) from last

@@ -13,7 +13,8 @@ no message text, summary or secret is ever an attribute. Metric names (meter ``m
 ``memshift.save.duration``         histogram  seconds per ``save`` (attrs: engine, store)
 ``memshift.load.duration``         histogram  seconds per ``load``
 ``memshift.fold.duration``         histogram  seconds per summarizer fold (attrs: backend)
-``memshift.fold.failures``         counter    failed folds (attr ``error.type``)
+``memshift.fold.failures``         counter    failed folds (attr ``error.type``; a summary the
+                                             fold checks refused: ``summary rejected (<reason>)``)
 ``memshift.summarizer.calls``      counter    folds attempted (one summary each)
 ``memshift.summarizer.tokens``     counter    tokens of the summaries produced
 ``memshift.moves``                 counter    threads moved (attrs ``from``, ``to``)

@@ -35,6 +35,8 @@ class Diagnosis:
     ambiguous: list[str] = field(default_factory=list)  # state on both sides, no record
     empty: list[str] = field(default_factory=list)  # a transcript, no state where it lives
     fallback: list[str] = field(default_factory=list)  # newest fold: the offline fallback
+    rejected: list[str] = field(default_factory=list)  # newest fold: a summary rejected
+    lagging: list[str] = field(default_factory=list)  # newest record: past the lag bound
     legacy: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> counts
     schema: dict[str, list[str]] = field(default_factory=dict)  # table -> columns
     schema_problems: list[str] = field(default_factory=list)
@@ -50,7 +52,8 @@ class Diagnosis:
                 "placements": self.placements, "pinned": self.pinned,
                 "moved_at_least_once": self.moved_at_least_once,
                 "unrecorded": self.unrecorded, "ambiguous": self.ambiguous,
-                "empty": self.empty, "fallback": self.fallback, "legacy": self.legacy,
+                "empty": self.empty, "fallback": self.fallback, "rejected": self.rejected,
+                "lagging": self.lagging, "legacy": self.legacy,
                 "schema": self.schema,
                 "schema_problems": self.schema_problems, "versions": self.versions,
                 "problems": self.problems}
@@ -137,6 +140,38 @@ def _has_state(view: Any) -> bool:
     return bool(view.messages or view.summary)
 
 
+def _unfolded(history: list[dict[str, Any]], shown: str, diagnosis: Diagnosis) -> None:
+    """A thread whose newest fold records are rejected summaries (``check_summaries``), or
+    a save past the lag bound the fold did not land for: its window stays verbatim and grows."""
+    from adapters.fold_check import REJECTED
+
+    rejected, why = 0, ""
+    for record in reversed(history):  # the newest run of rejections (lag records between)
+        error = str(record.get("error") or "")
+        if record.get("trigger") == "lag":
+            continue
+        if not error.startswith(REJECTED):
+            break
+        rejected, why = rejected + 1, why or error.split(":")[0]
+    newest = history[-1] if history else {}
+    if rejected:
+        diagnosis.rejected.append(shown)
+        diagnosis.problems.append({
+            "what": f"the newest {rejected} fold(s) were rejected, the last as {why}: the "
+                    "window stays verbatim and grows until a summary passes the checks",
+            "thread": shown,
+            "fix": "fix the summarizer (model, prompt, max_summary_tokens); the reasons are in "
+                   "admin.summary_history; MemoryPolicy(check_summaries=False) accepts such "
+                   "summaries as before"})
+    elif (newest.get("lag") or {}).get("landed") is False:
+        diagnosis.lagging.append(shown)
+        diagnosis.problems.append({
+            "what": "the window is past the lag bound and the fold in flight had not landed "
+                    "at the newest record (a slow or failing summarizer)", "thread": shown,
+            "fix": "check the summarizer's latency and the fold records (admin.summary_history); "
+                   "raise max_lag_tokens / max_lag_seconds, or fold inline"})
+
+
 def diagnose(url: str, *, limit: int | None = None,
              on_thread: Callable[[str], None] | None = None) -> Diagnosis:
     """Read ``url`` (a sqlite:/// or postgresql:// memshift store) and report; ``limit``:
@@ -189,6 +224,7 @@ def diagnose(url: str, *, limit: int | None = None,
                             "fallback (the messages are in the transcript)", "thread": shown,
                     "fix": f"memshift resummarize --backend <backend> --thread {shown!r} "
                            f"--store {diagnosis.store}"})
+            _unfolded(history, shown, diagnosis)
             placement = admin.placement(memory, thread_id)
             if placement is not None:  # the record decides: is there anything where it says?
                 if not _has_state(leaves[placement.backend].load(thread_id)):

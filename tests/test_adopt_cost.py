@@ -26,7 +26,9 @@ class CountingLLM(FakeListLLM):
 
 
 def _llm() -> CountingLLM:
-    return CountingLLM(responses=[f"summary {i}: the user asked about FACT items" for i in range(100)])
+    # a summary keeps the seeded facts (one naming none of them is rejected: check_summaries)
+    facts = " ".join(f"FACT-user-1-{i}" for i in range(19))
+    return CountingLLM(responses=[f"summary {i}: the user asked about {facts}" for i in range(100)])
 
 
 def _history(url: str, session: str) -> Any:

@@ -199,6 +199,12 @@ def test_every_numeric_policy_field_is_validated(field: str, value: object) -> N
         MemoryPolicy(**{**base, field: value})
 
 
+@pytest.mark.parametrize("value", ["false", 0, None, 1])
+def test_check_summaries_takes_a_bool_only(value: object) -> None:
+    with pytest.raises(ConfigError, match="check_summaries"):
+        MemoryPolicy(max_tokens=200, check_summaries=value)  # type: ignore[arg-type]
+
+
 def test_every_numeric_policy_field_is_covered() -> None:
     import dataclasses
 
