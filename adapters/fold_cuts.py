@@ -53,7 +53,8 @@ def landing(job: Landing | None) -> Iterator[None]:
         _LANDING.reset(token)
 
 
-def plan_fold(self: Any, window: Sequence[BaseMessage]) -> FoldPlan:
+def plan_fold(self: Any, window: Sequence[BaseMessage],
+              counted: Sequence[BaseMessage] = ()) -> FoldPlan:
     """The smallest cut whose remainder fits the keep limits; never into the newest turn
     (or, while a fold lands, its own cut: ``landing``).
 
@@ -64,8 +65,8 @@ def plan_fold(self: Any, window: Sequence[BaseMessage]) -> FoldPlan:
     if job is not None and job.heads(window):
         return job.plan
     if self.counts_tokens and self.additive:
-        return _plan_additive(self, window)
-    reason = self.trigger_reason(window)
+        return _plan_additive(self, window, counted)
+    reason = self.trigger_reason([*counted, *window])
     if not reason:
         return FoldPlan(0, "")
     cuts = [i for i in range(1, _newest_turn_start(window) + 1) if self.is_cut_point(window, i)]
@@ -76,14 +77,17 @@ def plan_fold(self: Any, window: Sequence[BaseMessage]) -> FoldPlan:
     best = next((i for i in cuts if self.fits_keep(window[i:])), cuts[-1])
     return FoldPlan(best, reason)
 
-def _plan_additive(self: Any, window: Sequence[BaseMessage]) -> FoldPlan:
-    """:meth:`plan_fold` from per-message counts: ``tail[i]`` is ``count(window[i:])``."""
+def _plan_additive(self: Any, window: Sequence[BaseMessage],
+                   counted: Sequence[BaseMessage] = ()) -> FoldPlan:
+    """:meth:`plan_fold` from per-message counts: ``tail[i]`` is ``count(window[i:])``
+    (``counted``: messages ahead of the window that count toward the trigger only)."""
     counter = self._counter
     base = counter([])
     tail = [base] * (len(window) + 1)
     for index in range(len(window) - 1, -1, -1):
         tail[index] = tail[index + 1] + counter([window[index]]) - base
-    reason = self._reason(tail[0], len(window))
+    extra = sum(counter([m]) - base for m in counted)
+    reason = self._reason(tail[0] + extra, len(window) + len(counted))
     if not reason:
         return FoldPlan(0, "")
     keep_messages, keep_tokens = self.keep_messages, self.keep_tokens

@@ -68,6 +68,9 @@ class MemoryPolicy:
     # echoed, too short, the folded text's numbers and ids dropped: ``adapters.fold_check``)
     # fails the fold like a summarizer error; False stores any non-empty reply within the cap
     check_summaries: bool = True
+    # the summary message counts toward the trigger, as stock SummarizationMiddleware counts
+    # it (agent path; ``policy_from_stock`` sets it for a middleware), never toward keep
+    count_summary: bool = False
     # "background": save returns once the turn is committed; the fold lands a little later
     fold: Literal["inline", "background"] = "inline"
     max_lag_tokens: int | None = None  # background: a window this far past the trigger waits
@@ -177,7 +180,8 @@ class MemoryPolicy:
 
     # -- the recorded form ------------------------------------------------------------
     RECORDED = ("max_tokens", "keep_tokens", "max_messages", "keep_messages", "cut",
-                "summary_format", "max_summary_tokens", "trigger", "check_summaries")
+                "summary_format", "max_summary_tokens", "trigger", "check_summaries",
+                "count_summary")
 
     def recorded(self) -> dict[str, Any]:
         """The fold rule as plain data, stored with every fold record so that tools
@@ -192,6 +196,8 @@ class MemoryPolicy:
                 out["trigger"] = [dict(c) for c in self._clauses]
             if self.check_summaries:
                 del out["check_summaries"]  # recorded when off (older records: on)
+            if not self.count_summary:
+                del out["count_summary"]  # recorded when on (older records: off)
             out["token_counter"] = counter_spec(self.token_counter)
             out["prompt_version"] = self.prompt_version
             object.__setattr__(self, "_recorded", out)
@@ -299,9 +305,11 @@ class MemoryPolicy:
             return f"messages={length}>{self.max_messages}"
         return ""
 
-    def plan_fold(self, window: Sequence[BaseMessage]) -> FoldPlan:
-        """The smallest cut whose remainder fits the keep limits (``fold_cuts``)."""
-        return plan_fold(self, window)
+    def plan_fold(self, window: Sequence[BaseMessage],
+                  summary: Sequence[BaseMessage] = ()) -> FoldPlan:
+        """The smallest cut whose remainder fits the keep limits (``fold_cuts``); ``summary``
+        (the summary message) counts toward the trigger only, with ``count_summary``."""
+        return plan_fold(self, window, summary if self.count_summary else ())
 
     def fits_keep(self, window: Sequence[BaseMessage]) -> bool:
         if self.keep_messages is not None and len(window) > self.keep_messages:

@@ -117,6 +117,8 @@ def check_choices(policy: MemoryPolicy) -> None:
             f"summary_format must be 'text' or 'structured', got {policy.summary_format!r}")
     if not isinstance(policy.check_summaries, bool):  # "false" must not leave the checks on
         raise ConfigError(f"check_summaries must be True or False, got {policy.check_summaries!r}")
+    if not isinstance(policy.count_summary, bool):
+        raise ConfigError(f"count_summary must be True or False, got {policy.count_summary!r}")
     if policy.preferences_store is not None and policy.summary_format != "structured":
         raise ConfigError("preferences_store needs summary_format='structured'")
     if policy.preferences_store is not None and not hasattr(policy.preferences_store, "put"):

@@ -107,7 +107,8 @@ def _from_classic(memory: Any, overrides: dict[str, Any]) -> MemoryPolicy:
 def _from_middleware(middleware: Any, overrides: dict[str, Any]) -> MemoryPolicy:
     """Stock's ``trigger``/``keep`` as it holds them (``None``: never), counted with its
     ``token_counter`` (the default one tuned to its model), fractions read from its model's
-    profile, cut at any message, its ``summary_prompt``."""
+    profile, cut at any message, its ``summary_prompt``, its summary message counted toward
+    the trigger as stock counts it."""
     trigger = middleware.trigger
     kwargs: dict[str, Any] = {
         "trigger": [] if trigger is None else trigger,
@@ -115,6 +116,7 @@ def _from_middleware(middleware: Any, overrides: dict[str, Any]) -> MemoryPolicy
         "token_counter": _named(middleware.token_counter),
         "summary_prompt": middleware.summary_prompt,
         "cut": "message",
+        "count_summary": True,
         **overrides,
     }
     policy = MemoryPolicy(**kwargs)

@@ -128,15 +128,17 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
 
     # -- policy overrides (called by the stock before_model) --------------------------------
     def _should_summarize(self, messages: list[AnyMessage], total_tokens: int) -> bool:
-        _, summary, window = split_summary(messages)
+        head, summary, window = split_summary(messages)
+        counted = [head] if head is not None and self.policy.count_summary else []
         return self.call.landing(summary, window) is not None or bool(
-            self.policy.trigger_reason(window))
+            self.policy.trigger_reason([*counted, *window]))
 
     def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
         head, summary, window = split_summary(messages)
         call = self.call
         ready = call.landing(summary, window)  # a background fold lands at its own cut
-        plan = ready.plan if ready is not None else self.policy.plan_fold(window)
+        plan = ready.plan if ready is not None else self.policy.plan_fold(
+            window, [head] if head is not None else [])
         call.plan = (summary, call.folds, window, plan)
         return plan.cutoff + (1 if head is not None and plan.cutoff else 0)
 
