@@ -30,7 +30,6 @@ from adapters.errors import (
     UnknownArgumentError,
 )
 from adapters.policy import DEFAULT_SUMMARY_PROMPT, FoldPlan, MemoryPolicy
-from adapters.policy_stock import policy_from_stock
 from adapters.stores import MemoryStore, Store, open_store, redact_url
 from adapters.summarizer import (
     ChatModelSummarizer,
@@ -39,6 +38,8 @@ from adapters.summarizer import (
 )
 from adapters.tokens import count_tokens_cjk, tiktoken_counter
 from adapters.view import MemoryView, ThreadRecord, compare_views
+
+policy_from_stock = MemoryPolicy.from_stock  # the same translation, as a function
 
 __all__ = [
     "BACKENDS",

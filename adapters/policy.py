@@ -169,6 +169,15 @@ class MemoryPolicy:
         return cls(max_tokens=max_token_limit, **kwargs)
 
     @classmethod
+    def from_stock(cls, stock: Any, **overrides: Any) -> MemoryPolicy:
+        """The policy that folds at a stock ``ConversationSummaryBufferMemory``'s or
+        ``SummarizationMiddleware``'s turns, its counter included (``adapters.policy_stock``);
+        ``overrides`` are policy fields set on top."""
+        from adapters.policy_stock import from_stock
+
+        return from_stock(cls, stock, **overrides)
+
+    @classmethod
     def summary_only(cls, **kwargs: Any) -> MemoryPolicy:
         """``ConversationSummaryMemory`` on either backend: everything older than the newest
         turn is folded into the summary after every turn (the newest turn stays verbatim)."""

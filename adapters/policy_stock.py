@@ -1,4 +1,4 @@
-"""``policy_from_stock``: the ``MemoryPolicy`` that folds at the same turns as a stock object.
+"""``MemoryPolicy.from_stock``: the ``MemoryPolicy`` that folds at the same turns as a stock object.
 
 Why a module of its own: copying a stock constructor's arguments into ``MemoryPolicy`` is not
 equivalent — the policy then counts with memshift's counter, not the app's (issue 39: 15
@@ -20,15 +20,17 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
 from adapters.errors import ConfigError
-from adapters.policy import MemoryPolicy
 from adapters.tokens import TokenCounter
 
-__all__ = ["policy_from_stock"]
+if TYPE_CHECKING:  # the class comes in as ``cls``: adapters.policy imports this module
+    from adapters.policy import MemoryPolicy
+
+__all__ = ["from_stock"]
 
 _CLASSIC = ("langchain_classic.memory.summary_buffer", "ConversationSummaryBufferMemory")
 _MIDDLEWARE = ("langchain.agents.middleware.summarization", "SummarizationMiddleware")
@@ -40,19 +42,19 @@ _INSTEAD = {
 }
 
 
-def policy_from_stock(obj: Any, **overrides: Any) -> MemoryPolicy:
-    """The policy that folds at the same turns as ``obj``, a stock
+def from_stock(cls: type[MemoryPolicy], obj: Any, **overrides: Any) -> MemoryPolicy:
+    """``MemoryPolicy.from_stock``: the policy that folds at the same turns as ``obj``, a stock
     ``ConversationSummaryBufferMemory`` or ``SummarizationMiddleware`` (memshift's own
     middleware gives its policy). ``overrides`` are ``MemoryPolicy`` fields set on top
     (``fold="background"``, ``token_counter=...``). ``ConfigError`` names what cannot be
     translated."""
     own = getattr(obj, "policy", None)
-    if isinstance(own, MemoryPolicy) and _is(obj, *_MIDDLEWARE):
+    if isinstance(own, cls) and _is(obj, *_MIDDLEWARE):
         return dataclasses.replace(own, **overrides) if overrides else own
-    fields = {f.name for f in dataclasses.fields(MemoryPolicy) if f.init}
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ConfigError(f"policy_from_stock got {unknown}, which are not MemoryPolicy fields")
+        raise ConfigError(f"MemoryPolicy.from_stock got {unknown}, which are not MemoryPolicy fields")
     if _is(obj, *_CLASSIC):
         reader = _from_classic
     elif _is(obj, *_MIDDLEWARE):
@@ -60,11 +62,11 @@ def policy_from_stock(obj: Any, **overrides: Any) -> MemoryPolicy:
     else:
         name = type(obj).__name__
         instead = f"; use {_INSTEAD[name]}" if name in _INSTEAD else ""
-        raise ConfigError(f"policy_from_stock reads a ConversationSummaryBufferMemory or a "
+        raise ConfigError(f"MemoryPolicy.from_stock reads a ConversationSummaryBufferMemory or a "
                           f"SummarizationMiddleware, got a {name}{instead}")
     _refuse_subclass(obj)
     try:
-        return reader(obj, overrides)
+        return reader(cls, obj, overrides)
     except ConfigError as exc:
         raise ConfigError(f"{type(obj).__name__} cannot be translated: {exc}") from exc
 
@@ -87,11 +89,12 @@ def _refuse_subclass(obj: Any) -> None:
         if type(obj) is not _stock_class(module, name) and _is(obj, module, name):
             raise ConfigError(
                 f"{type(obj).__name__} subclasses {name}, and may fold at other turns than "
-                f"the stock class does; policy_from_stock reads the stock class only: build "
+                f"the stock class does; MemoryPolicy.from_stock reads the stock class only: build "
                 "MemoryPolicy(...) from the subclass's rule")
 
 
-def _from_classic(memory: Any, overrides: dict[str, Any]) -> MemoryPolicy:
+def _from_classic(cls: type[MemoryPolicy], memory: Any,
+                  overrides: dict[str, Any]) -> MemoryPolicy:
     """Stock's ``prune`` rule (``MemoryPolicy.stock``) with this memory's limit, its llm's
     count and its prompt. Prefixes and the summary message class are the memory's keywords
     (``SummaryMemory(human_prefix=..., ...)``), not the policy's."""
@@ -101,10 +104,11 @@ def _from_classic(memory: Any, overrides: dict[str, Any]) -> MemoryPolicy:
         raise ConfigError(f"max_token_limit={limit!r}: stock then summarizes the whole window "
                           "after every turn, newest turn included, which memshift never does; "
                           "a MemoryPolicy's max_tokens is a positive integer")
-    return MemoryPolicy.stock(max_token_limit=limit, llm=memory.llm, **kwargs)
+    return cls.stock(max_token_limit=limit, llm=memory.llm, **kwargs)
 
 
-def _from_middleware(middleware: Any, overrides: dict[str, Any]) -> MemoryPolicy:
+def _from_middleware(cls: type[MemoryPolicy], middleware: Any,
+                     overrides: dict[str, Any]) -> MemoryPolicy:
     """Stock's ``trigger``/``keep`` as it holds them (``None``: never), counted with its
     ``token_counter`` (the default one tuned to its model), fractions read from its model's
     profile, cut at any message, its ``summary_prompt``, its summary message counted toward
@@ -119,7 +123,7 @@ def _from_middleware(middleware: Any, overrides: dict[str, Any]) -> MemoryPolicy
         "count_summary": True,
         **overrides,
     }
-    policy = MemoryPolicy(**kwargs)
+    policy = cls(**kwargs)
     return policy.with_model(middleware.model)
 
 

@@ -30,7 +30,7 @@ from langchain_core.prompts import PromptTemplate
 from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters import ConfigError, MemoryPolicy
-from adapters.policy_stock import policy_from_stock
+from adapters import policy_from_stock
 from compat import SummaryMemory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,3 +367,16 @@ def test_without_counting_the_summary_later_folds_drift() -> None:
     run_memory_agent(memory)
     assert ours_model.calls[:1] == stock_model.calls[:1]
     assert len(ours_model.calls) < len(stock_model.calls)
+
+
+def test_memory_policy_from_stock_is_the_spelling() -> None:
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+    from langchain_core.language_models.fake import FakeListLLM
+
+    class Offline(FakeListLLM):
+        def get_num_tokens(self, text: str) -> int:
+            return max(1, len(text) // 4)
+
+    stock = ConversationSummaryBufferMemory(llm=Offline(responses=["s"]), max_token_limit=321)
+    ours = MemoryPolicy.from_stock(stock)
+    assert ours.max_tokens == 321 and ours.recorded() == policy_from_stock(stock).recorded()
