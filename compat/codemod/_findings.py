@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from compat.codemod._names import (
     FACADE_MODULE, IN_MEMORY_HISTORIES, SOURCE_MODULES, TAKEN_OVER, accepted_keywords,
-    keyword_hint, sql_history,
+    keyword_hint, qualified_class, sql_history,
 )
-from compat.codemod._scan import Scan, col, dotted, qualified
+from compat.codemod._scan import Scan, col, dotted
 
 __all__ = ["Note", "find"]
 
@@ -121,7 +121,7 @@ class _Find(ast.NodeVisitor):
             return chain not in self.facts.others
         if self.facts.facade_module and chain in _FACADES:
             return True
-        return qualified(chain, self.facts.bindings) is not None
+        return qualified_class(chain, self.facts.bindings) is not None
 
     # -- constructors and the calls on what they built ---------------------------------------
     def visit_Call(self, node: ast.Call) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from functools import cache
 
 __all__ = ["FACADE_MODULE", "IN_MEMORY_HISTORIES", "SOURCE_MODULES", "TAKEN_OVER",
-           "accepted_keywords", "is_source_or_parent", "keyword_hint", "sql_history"]
+           "accepted_keywords", "is_source_or_parent", "keyword_hint", "qualified_class",
+           "sql_history"]
 
 # classic class -> the compat name that takes it over (only what compat really provides:
 # ConversationSummaryMemory and the other classic memories have no drop-in)
@@ -55,6 +56,19 @@ def keyword_hint(name: str) -> str:
 
     close = get_close_matches(name, sorted(accepted_keywords()), n=1)
     return f"did you mean {close[0]!r}?" if close else "remove it (stock ignored it silently)"
+
+
+def qualified_class(chain: str | None, bindings: dict[str, str]) -> str | None:
+    """The classic class a ``module.Class`` chain names through a module binding, if any
+    (the scan's and the rewrite's: one rule for what a qualified use is)."""
+    if chain is None or "." not in chain:
+        return None
+    head, _, cls = chain.rpartition(".")
+    root, _, rest = head.partition(".")
+    if cls not in TAKEN_OVER or root not in bindings:
+        return None
+    module = bindings[root] + (f".{rest}" if rest else "")
+    return cls if module in SOURCE_MODULES else None
 
 
 def sql_history(class_name: str) -> bool:

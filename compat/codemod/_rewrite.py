@@ -16,7 +16,9 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent
+from compat.codemod._names import (
+    FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent, qualified_class,
+)
 
 __all__ = ["Change", "dotted", "module_bindings", "rewrite"]
 
@@ -71,16 +73,6 @@ def module_bindings(tree: cst.Module) -> dict[str, str]:
     return found
 
 
-def qualified_class(chain: str | None, bindings: dict[str, str]) -> str | None:
-    """The classic class a ``module.Class`` chain names through a module binding, if any."""
-    if chain is None or "." not in chain:
-        return None
-    head, _, cls = chain.rpartition(".")
-    root, _, rest = head.partition(".")
-    if cls not in TAKEN_OVER or root not in bindings:
-        return None
-    module = bindings[root] + (f".{rest}" if rest else "")
-    return cls if module in SOURCE_MODULES else None
 
 
 def _facade_import(aliases: Sequence[tuple[str, str]]) -> cst.ImportFrom:

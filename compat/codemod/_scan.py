@@ -10,9 +10,11 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from compat.codemod._names import FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent
+from compat.codemod._names import (
+    FACADE_MODULE, SOURCE_MODULES, TAKEN_OVER, is_source_or_parent, qualified_class,
+)
 
-__all__ = ["NEEDLES", "Scan", "col", "dotted", "mentions", "qualified", "scan", "split_lines"]
+__all__ = ["NEEDLES", "Scan", "col", "dotted", "mentions", "scan", "split_lines"]
 
 # a file (or a top-level statement) that contains none of these cannot be rewritten and holds
 # nothing to report: the class names (legacy and facade), the source modules' root package
@@ -51,16 +53,6 @@ def dotted(node: ast.AST | None) -> str | None:
     return None
 
 
-def qualified(chain: str | None, bindings: dict[str, str]) -> str | None:
-    """The classic class a ``module.Class`` chain names through a module binding, if any."""
-    if chain is None or "." not in chain:
-        return None
-    head, _, cls = chain.rpartition(".")
-    root, _, rest = head.partition(".")
-    if cls not in TAKEN_OVER or root not in bindings:
-        return None
-    module = bindings[root] + (f".{rest}" if rest else "")
-    return cls if module in SOURCE_MODULES else None
 
 
 @dataclass
@@ -130,7 +122,7 @@ def scan(tree: ast.Module) -> Scan:
             found.used.add(node.rest)  # type: ignore[attr-defined]
     swapped: set[int] = set()  # the head name of each chain the rewrite replaces
     for chain in chains:
-        if qualified(dotted(chain), found.bindings) is not None:
+        if qualified_class(dotted(chain), found.bindings) is not None:
             head: ast.expr = chain
             while isinstance(head, ast.Attribute):
                 head = head.value
