@@ -6,7 +6,6 @@ run log."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from compat import SummaryMemory, cli
 from compat.rollout import Evidence, parse_guards, shares
 from compat.testing import filler_turn
 from compat import ConfigError
+from tests._fleet_workers import serve_diverging
 
 POLICY = MemoryPolicy(max_tokens=120, keep_tokens=60)
 THREADS = [f"user-{n}" for n in range(60)]
@@ -36,19 +36,7 @@ def _shadowed(url: str, log: Path, diverging: set[str], ignore: tuple[str, ...] 
     comes back with padded whitespace (a real shadow, a real log)."""
     with SummaryMemory(backend="shadow", store=url, policy=POLICY, shadow_log=str(log),
                        ignore=list(ignore)) as memory:
-        candidate = memory.backend_impl.candidate_backend
-        real = candidate.load
-
-        def load(thread_id: str, *args: Any, **kwargs: Any) -> Any:
-            view = real(thread_id, *args, **kwargs)
-            return replace(view, summary=view.summary + "  ") if thread_id in diverging else view
-
-        candidate.load = load  # type: ignore[method-assign]
-        for thread in THREADS:
-            for i in range(2):
-                memory.save(thread, *filler_turn(thread, i, 8))
-            memory.load(thread)
-        memory.drain(60)
+        serve_diverging(memory, THREADS, diverging)
     log.touch()
 
 
