@@ -86,6 +86,28 @@ def paced_latencies(op: Op, threads: int, turns: int, think: float) -> list[floa
     return latencies
 
 
+def stock_per_thread(summarizer: Any, trigger: int, words: int) -> tuple[Op, Callable[[], None]]:
+    """Stock ``ConversationSummaryBufferMemory``, one object per conversation on its own
+    in-process history, summarizing through ``summarizer`` (as a chat model): an ``Op`` that
+    saves a turn and loads, and what forgets the objects."""
+    from langchain_classic.memory import ConversationSummaryBufferMemory
+
+    llm = SummarizerChatModel(summarizer=summarizer, token_counter=count_tokens_cjk)
+    memories: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def op(thread: str, i: int) -> None:
+        with lock:
+            memory = memories.get(thread)
+            if memory is None:
+                memory = memories[thread] = ConversationSummaryBufferMemory(
+                    llm=llm, max_token_limit=trigger)
+        human, ai = filler_turn(thread, i, words)
+        memory.save_context({"input": human}, {"output": ai})
+        memory.load_memory_variables({})
+    return op, memories.clear
+
+
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (nearest rank) of ``values``."""
     ordered = sorted(values)

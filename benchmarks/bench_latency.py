@@ -48,7 +48,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from adapters import DeterministicSummarizer, MemoryPolicy, SummarizerChatModel, count_tokens_cjk  # noqa: E402
 from compat import SummaryMemory  # noqa: E402
 from compat.testing.conversations import filler_turn  # noqa: E402
-from _variants import paced_latencies, pct  # noqa: E402
+from _variants import paced_latencies, pct, stock_per_thread  # noqa: E402
 
 TRIGGER, KEEP, WORDS = 400, 200, 12
 
@@ -71,20 +71,7 @@ Op = Callable[[str, int], None]
 
 
 def stock(summarizer: Slow, _tmp: str) -> tuple[Op, Callable[[], None]]:
-    from langchain_classic.memory import ConversationSummaryBufferMemory
-
-    llm = SummarizerChatModel(summarizer=summarizer, token_counter=count_tokens_cjk)
-    memories: dict[str, Any] = {}
-
-    def op(thread: str, i: int) -> None:
-        memory = memories.get(thread)
-        if memory is None:
-            memory = memories[thread] = ConversationSummaryBufferMemory(
-                llm=llm, max_token_limit=TRIGGER)
-        human, ai = filler_turn(thread, i, WORDS)
-        memory.save_context({"input": human}, {"output": ai})
-        memory.load_memory_variables({})
-    return op, memories.clear
+    return stock_per_thread(summarizer, TRIGGER, WORDS)
 
 
 def memshift(fold: str) -> Callable[[Slow, str], tuple[Op, Callable[[], None]]]:
