@@ -47,12 +47,14 @@ def adopt(table: str, threads_file: str | None, shard: str | None, dry_run: bool
     counts = {"adopted": 0, "would_adopt": 0, "already": 0, "summarizer_calls_at_adoption": 0,
               "first_fold_calls": 0}
     not_found: list[str] = []
+    engine = _engine(url)  # the stock table's reads: one engine for the run
     try:
-        sessions, ours = _sessions(url, table)
+        sessions, ours = _sessions(engine, url, table)
         wanted = sessions if threads_file is None else [
             t for t in Path(threads_file).read_text(encoding="utf-8").split("\n") if t.strip()]
-        not_found = [t for t in wanted if t not in set(sessions)]
-        todo = [t for t in wanted if t not in set(not_found) and in_shard(t, part)]
+        held = set(sessions)
+        not_found = [t for t in wanted if t not in held]
+        todo = [t for t in wanted if t in held and in_shard(t, part)]
         memory = _open(url, choice.policy, table) if ours or not dry_run else None
         with contextlib.ExitStack() as stack, out.progress(len(todo), "threads", "adopt") as tick:
             if memory is not None:
@@ -62,13 +64,14 @@ def adopt(table: str, threads_file: str | None, shard: str | None, dry_run: bool
                     counts["already"] += 1
                 elif dry_run:
                     counts["would_adopt"] += 1
-                    counts["first_fold_calls"] += _first_fold_calls(url, table, thread_id,
+                    counts["first_fold_calls"] += _first_fold_calls(engine, table, thread_id,
                                                                     choice.policy)
                 else:
                     memory.load(thread_id)  # the first touch adopts it
                     counts["adopted"] += 1
                 tick()
     finally:
+        engine.dispose()
         choice.close()
     verb = "would adopt" if dry_run else "adopted"
     out.line(f"{show_url(url)}: {verb} {counts['would_adopt' if dry_run else 'adopted']} "
@@ -99,31 +102,34 @@ def _held(memory: Any, thread_id: str) -> bool:
         return bool(store.last_ids(tx, 1))
 
 
-def _sessions(url: str, table: str) -> tuple[list[str], bool]:
-    """The table's sessions, in id order, and whether memshift's tables exist (read only: a
-    dry run on a store memshift never opened creates nothing and finds nothing held)."""
-    from sqlalchemy import column, create_engine, inspect, select, table as sql_table
+def _engine(url: str) -> Any:
+    from sqlalchemy import create_engine
 
-    from adapters.errors import ConfigError
     from adapters.stores.url import sqlalchemy_url
 
-    engine = create_engine(sqlalchemy_url(url.partition("?")[0]))
-    try:
-        if not inspect(engine).has_table(table):
-            raise ConfigError(f"{show_url(url)} has no table {table!r} (--table NAME)")
-        rows = sql_table(table, column("session_id"))
-        with engine.connect() as conn:
-            query = select(rows.c.session_id).distinct().order_by(rows.c.session_id)
-            sessions = [str(r[0]) for r in conn.execute(query)]
-        return sessions, inspect(engine).has_table("memshift_transcript")
-    finally:
-        engine.dispose()
+    return create_engine(sqlalchemy_url(url.partition("?")[0]))
 
 
-def _first_fold_calls(url: str, table: str, thread_id: str, policy: Any) -> int:
+def _sessions(engine: Any, url: str, table: str) -> tuple[list[str], bool]:
+    """The table's sessions, in id order, and whether memshift's tables exist (read only: a
+    dry run on a store memshift never opened creates nothing and finds nothing held)."""
+    from sqlalchemy import column, inspect, select, table as sql_table
+
+    from adapters.errors import ConfigError
+
+    if not inspect(engine).has_table(table):
+        raise ConfigError(f"{show_url(url)} has no table {table!r} (--table NAME)")
+    rows = sql_table(table, column("session_id"))
+    with engine.connect() as conn:
+        query = select(rows.c.session_id).distinct().order_by(rows.c.session_id)
+        sessions = [str(r[0]) for r in conn.execute(query)]
+    return sessions, inspect(engine).has_table("memshift_transcript")
+
+
+def _first_fold_calls(engine: Any, table: str, thread_id: str, policy: Any) -> int:
     """1 when the adopted window is past the trigger (its first fold summarizes it at once)."""
     from langchain_community.chat_message_histories import SQLChatMessageHistory
 
-    messages = SQLChatMessageHistory(session_id=thread_id, connection=url,
+    messages = SQLChatMessageHistory(session_id=thread_id, connection=engine,
                                      table_name=table).messages
     return int(bool(policy.trigger_reason(messages))) if messages else 0
