@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters import MemoryPolicy
-from adapters.summarizer import build_summarizer
+from adapters.summarizer import CachingSummarizer, build_summarizer
 from adapters.tokens import message_text
 from compat.memory import SummaryMemory
 
@@ -39,21 +39,17 @@ def _norm(text: str) -> str:
 
 
 class _Metered:
-    """The summarizer, counting its calls and the tokens it is sent (summary + messages);
-    both backends folding the same input share one call."""
+    """The summarizer, counting its calls and the tokens it is sent (summary + messages).
+    Run behind ``CachingSummarizer``: both backends folding the same input share one call."""
 
     def __init__(self, inner: Any, policy: MemoryPolicy) -> None:
         self.inner, self.policy = inner, policy
         self.calls = self.tokens = 0
-        self.cache: dict[tuple[str, tuple[str, ...]], str] = {}
 
     def summarize(self, summary: str, messages: Sequence[BaseMessage]) -> str:
-        key = (summary, tuple(message_text(m) for m in messages))
-        if key not in self.cache:
-            self.calls += 1
-            self.tokens += self.policy.count([SystemMessage(summary), *messages])
-            self.cache[key] = self.inner.summarize(summary, messages)
-        return self.cache[key]
+        self.calls += 1
+        self.tokens += self.policy.count([SystemMessage(summary), *messages])
+        return str(self.inner.summarize(summary, messages))
 
 
 @dataclass
@@ -136,11 +132,12 @@ def run_fidelity(*, llm: Any = None, summarizer: Any = None, prompt: str = "mems
         turns = _turns(folder / f"fidelity_{language}.jsonl")
         policy = MemoryPolicy(**meta["policy"], **({"summary_prompt": text} if text else {}))
         metered = _Metered(build_summarizer(policy, llm, summarizer), policy)
+        shared = CachingSummarizer(metered)
         run = FidelityRun(language, label, facts=len(meta["facts"]))
         run.full_tokens = policy.count([SystemMessage(t) for turn in turns for t in turn])
         kept_sets = []
         for backend in backends:
-            folded_at, memory_text, folds, tokens = _one(meta, turns, backend, policy, metered)
+            folded_at, memory_text, folds, tokens = _one(meta, turns, backend, policy, shared)
             buckets = {name: [0, 0] for _, _, name in BUCKETS}
             kept_ids = set()
             for fact in meta["facts"]:
