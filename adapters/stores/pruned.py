@@ -32,18 +32,21 @@ def _first(items: Any) -> Any:
     return next(iter(items), None)
 
 
-def _newest_and_older(inner: Any, config: Any) -> tuple[Any, Any]:
+def _namespace(config: Any) -> Any:
+    """The thread's namespace of ``config``, no checkpoint id: where ``list`` looks."""
     conf = config["configurable"]
-    namespace = {"configurable": {"thread_id": conf["thread_id"],
-                                  "checkpoint_ns": conf.get("checkpoint_ns", "")}}
+    return {"configurable": {"thread_id": conf["thread_id"],
+                             "checkpoint_ns": conf.get("checkpoint_ns", "")}}
+
+
+def _newest_and_older(inner: Any, config: Any) -> tuple[Any, Any]:
+    namespace = _namespace(config)
     return _first(inner.list(namespace, limit=1)), _first(inner.list(namespace, before=config,
                                                                      limit=1))
 
 
 async def _anewest_and_older(inner: Any, config: Any) -> tuple[Any, Any]:
-    conf = config["configurable"]
-    namespace = {"configurable": {"thread_id": conf["thread_id"],
-                                  "checkpoint_ns": conf.get("checkpoint_ns", "")}}
+    namespace = _namespace(config)
     newest = older = None
     async for item in inner.alist(namespace, limit=1):
         newest = item
