@@ -4,6 +4,7 @@ it (its own two, and the stock classic class's ``SUMMARY_PROMPT``), the one pass
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = ["UNLOADABLE", "follow_prompt", "known_prompts"]
 UNLOADABLE = "substituted"  # how a note saying the run does not follow the record begins
 
 
+@functools.cache
 def known_prompts() -> dict[str, tuple[str, Any]]:
     """Prompt version -> (name, prompt) for the prompts memshift ships: its own two and the
     stock classic class's ``SUMMARY_PROMPT`` (what ``MemoryPolicy.stock`` records)."""
