@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from compat.memory import SummaryMemory
 
 __all__ = ["LegacyAdopter", "history_store", "history_thread", "is_persistent", "legacy_adopter",
-           "shared_store"]
+           "shared_store", "held", "legacy_sessions"]
 
 DEFAULT_LEGACY_TABLE = "message_store"
 logger = logging.getLogger("memshift")
@@ -308,3 +308,19 @@ def explicit_memory_store_warning(history: BaseChatMessageHistory) -> None:
     logger.warning("chat_memory is a %s (persistent) but store='memory': memshift's summary "
                    "and window for it are lost when this process exits", type(history).__name__)
 
+
+def legacy_sessions(engine: Any, table: str) -> list[str]:
+    """The sessions a stock ``SQLChatMessageHistory`` table holds, in id order (read only)."""
+    from sqlalchemy import column, select, table as sql_table
+
+    rows = sql_table(table, column("session_id"))
+    with engine.connect() as conn:
+        query = select(rows.c.session_id).distinct().order_by(rows.c.session_id)
+        return [str(r[0]) for r in conn.execute(query)]
+
+
+def held(store: Store, thread_id: str) -> bool:
+    """Whether memshift's store holds the thread (adopted, or saved since): what a first
+    touch checks before it adopts."""
+    with store.snapshot(thread_id) as tx:
+        return bool(store.last_ids(tx, 1))

@@ -120,18 +120,13 @@ def _behind(url: str, diagnosis: Diagnosis) -> bool:
 
 
 def _legacy(engine: Any, tables: set[str], store: Any, diagnosis: Diagnosis) -> None:
-    from sqlalchemy import column, select, table
+    from compat._adopt import held, legacy_sessions
 
     for name in LEGACY_TABLES:
         if name not in tables:
             continue
-        rows = table(name, column("session_id"))
-        with engine.connect() as conn:
-            sessions = [r[0] for r in conn.execute(select(rows.c.session_id).distinct())]
-        adopted = 0
-        for session in sessions:
-            with store.snapshot(session) as tx:
-                adopted += bool(store.last_ids(tx, 1))
+        sessions = legacy_sessions(engine, name)
+        adopted = sum(held(store, session) for session in sessions)
         diagnosis.legacy[name] = {"sessions": len(sessions), "adopted": adopted,
                                   "not_yet": len(sessions) - adopted}
 

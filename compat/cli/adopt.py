@@ -97,9 +97,9 @@ def _open(url: str, policy: Any, table: str) -> Any:
 
 def _held(memory: Any, thread_id: str) -> bool:
     """Whether memshift holds the thread already (adopted, or saved since)."""
-    store = memory.backend_impl.locate(thread_id, move=False).store
-    with store.snapshot(thread_id) as tx:
-        return bool(store.last_ids(tx, 1))
+    from compat._adopt import held
+
+    return held(memory.backend_impl.locate(thread_id, move=False).store, thread_id)
 
 
 def _engine(url: str) -> Any:
@@ -113,17 +113,14 @@ def _engine(url: str) -> Any:
 def _sessions(engine: Any, url: str, table: str) -> tuple[list[str], bool]:
     """The table's sessions, in id order, and whether memshift's tables exist (read only: a
     dry run on a store memshift never opened creates nothing and finds nothing held)."""
-    from sqlalchemy import column, inspect, select, table as sql_table
+    from sqlalchemy import inspect
 
     from adapters.errors import ConfigError
+    from compat._adopt import legacy_sessions
 
     if not inspect(engine).has_table(table):
         raise ConfigError(f"{show_url(url)} has no table {table!r} (--table NAME)")
-    rows = sql_table(table, column("session_id"))
-    with engine.connect() as conn:
-        query = select(rows.c.session_id).distinct().order_by(rows.c.session_id)
-        sessions = [str(r[0]) for r in conn.execute(query)]
-    return sessions, inspect(engine).has_table("memshift_transcript")
+    return legacy_sessions(engine, table), inspect(engine).has_table("memshift_transcript")
 
 
 def _first_fold_calls(engine: Any, table: str, thread_id: str, policy: Any) -> int:
