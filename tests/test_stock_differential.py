@@ -163,7 +163,7 @@ class _Docs(BaseRetriever):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_conversational_retrieval_chain(backend: str) -> None:
-    """Prompts and answers are equal. Documented difference (guide §4): stock echoes its live
+    """Prompts and answers are equal. Documented difference (guide §1): stock echoes its live
     message list as ``chat_history``, which then also holds the turn just saved; memshift
     returns the history as it was when the chain read it."""
     stock, ours, _, _ = pair(backend, memory_key="chat_history", return_messages=True,
