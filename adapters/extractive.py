@@ -1,6 +1,6 @@
 """The offline summarizer: extractive, deterministic, English and Chinese.
 
-It keeps sentences that carry names, numbers, decisions, corrections, todos, risks and
+It keeps sentences that carry names, numbers, paths, URLs, e-mails, identifiers, decisions, corrections, todos, risks and
 preferences, drops greetings and repetition, applies corrections (the later statement
 wins: ``not X`` / ``不是X`` removes what names X as a whole term, never by substring, and
 "Actually my budget is 700" replaces the fact with the same key, "budget"; a correction
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from adapters.specifics import has_specifics
 from adapters.structured import (
     FIELDS, Item, StructuredSummary, item_line, parse_rendered, render, section_header,
 )
@@ -274,7 +275,7 @@ class ExtractiveSummarizer:
             self._add(doc, "risks", sentence)
         elif kind == "preference":
             self._add(doc, "preferences", sentence)
-        elif _FACTY.search(sentence) or _named(sentence):
+        elif _FACTY.search(sentence) or _named(sentence) or has_specifics(sentence):
             self._add(doc, "facts", sentence)
 
     @staticmethod
@@ -340,7 +341,7 @@ _DROP_ORDER = ("facts", "risks", "decisions", "preferences", "todos")
 
 
 def _weak(value: str) -> bool:
-    return not re.search(r"\d", value) and not _named(value)
+    return not re.search(r"\d", value) and not _named(value) and not has_specifics(value)
 
 
 def _trim_to_chars(doc: StructuredSummary, limit: int) -> None:

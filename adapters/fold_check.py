@@ -25,6 +25,8 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from adapters.policy_checks import DEFAULT_SUMMARY_CAP
 from adapters.policy_prompt import DEFAULT_SUMMARY_PROMPT
+from adapters.specifics import normalize as _norm
+from adapters.specifics import specifics
 from adapters.structured import STRUCTURED_PROMPT
 from adapters.tokens import TokenCounter, message_text
 
@@ -64,33 +66,6 @@ def check_reply(reply: str, max_tokens: int | None, counter: TokenCounter) -> st
         raise SummaryRejected("over cap", f"a summary of {size} tokens exceeds "
                                           f"max_summary_tokens={max_tokens}")
     return text
-
-
-# -- specifics: what a summary that keeps "names, numbers, decisions" cannot all drop --------
-_URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]}]+", re.I | re.A)
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", re.A)
-_PATH = re.compile(r"(?<![\w/.~])(?:~|\.{1,2})?(?:/[\w.-]+){2,}/?|\b[A-Za-z]:\\[\w.\\-]+|"
-                   r"\b[\w.-]+/[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b", re.A)
-# letters and digits in one token (FACT-7, INV-2024-001, gpt-4o), or snake_case
-_IDENT = re.compile(r"\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9][\w-]*[A-Za-z0-9]\b|"
-                    r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b", re.A)
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d(?![\w])", re.A)  # two digits or more
-_GROUPING = re.compile(r"(?<=\d),(?=\d{3})")
-
-
-def _norm(text: str) -> str:
-    return _GROUPING.sub("", text.lower())
-
-
-def specifics(text: str) -> set[str]:
-    """The URLs, e-mails, paths, identifiers and numbers of ``text``, normalized (lower case,
-    no thousands separators, no trailing punctuation). A number inside an identifier or a URL
-    is not counted again."""
-    found: set[str] = set()
-    for pattern in (_URL, _EMAIL, _PATH, _IDENT, _NUMBER):
-        found.update(_norm(m.group(0)).rstrip(".,;:!?/") for m in pattern.finditer(text))
-        text = pattern.sub(" ", text)
-    return {s for s in found if len(s) >= 2}
 
 
 def _kept(wanted: set[str], text: str) -> int:
@@ -134,9 +109,12 @@ def _prompt_echoed(text: str, prompt: str) -> bool:
 
 
 def verdict(text: str, policy: MemoryPolicy, previous: str,
-            folded: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> SummaryRejected | None:
+            folded: Sequence[BaseMessage], kept: Sequence[BaseMessage],
+            carried: str = "") -> SummaryRejected | None:
     """Why ``text`` must not replace ``previous`` and ``folded`` (``kept``: the window that
-    stays verbatim), or ``None``. Each rule errs towards accepting."""
+    stays verbatim; ``carried``: the specifics ledger that goes with ``text``, which counts
+    towards the specifics kept and nothing else), or ``None``. Each rule errs towards
+    accepting."""
     folded_text = "\n".join(message_text(m) for m in folded)
     if len(text) <= REFUSAL_CHARS and _REFUSAL.match(text.replace("\u2019", "'")):
         return SummaryRejected("refusal", "the reply reads as a refusal or an apology")
@@ -160,7 +138,7 @@ def verdict(text: str, policy: MemoryPolicy, previous: str,
         return SummaryRejected("too short", f"a summary of {size} tokens for {source} tokens "
                                             f"folded (the floor is {floor:.1f})")
     need = min(max(1, math.ceil(SPECIFICS_SHARE * len(wanted))), fit)
-    if len(wanted) >= SPECIFICS_MIN and (have := _kept(wanted, text)) < need:
+    if len(wanted) >= SPECIFICS_MIN and (have := _kept(wanted, text + "\n" + carried)) < need:
         return SummaryRejected("specifics dropped", f"the summary keeps {have} of the "
                                f"{len(wanted)} numbers, identifiers, paths, URLs and e-mails "
                                f"of the folded text (at least {need} required)")

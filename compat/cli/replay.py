@@ -29,8 +29,9 @@ def _row(r: TurnResult, backends: Sequence[str]) -> str:
     return " ".join(cells)
 
 
-def print_report(report: ReplayReport, out: Output) -> None:
-    """The turn-by-turn equivalence table and totals (plain text: greppable, diffable)."""
+def print_report(report: ReplayReport, out: Output, summarizer: str = "") -> None:
+    """The turn-by-turn equivalence table and totals (plain text: greppable, diffable);
+    ``summarizer`` names who wrote the summaries the closing facts line measured."""
     b = report.backends
     header = ["   #", f"{'thread':<18}", "turn"] + [f"{n[:7]:>7}" for n in b] + [
         "prompt", "  full", "match"]
@@ -60,7 +61,10 @@ def print_report(report: ReplayReport, out: Output) -> None:
     ratio = f"{mem / full:.2f}" if full else "n/a"
     out.line(f"prompt tokens (full history): {full}  (memory/full = {ratio})")
     if report.facts and report.facts["full"][1]:
-        out.line("facts from the conversation still visible to the model after the last turn:")
+        by = f" with {summarizer}" if summarizer else ""
+        out.line(f"marked facts (FACT-... tokens in the conversation) still visible to the model "
+                 f"after the last turn, in summary + window{by} (by fold depth, on planted "
+                 "facts of every kind: memshift eval --fidelity):")
         for name in report.strategies:
             seen, stated = report.facts[name]
             out.line(f"  {name:<12}{seen:>5} / {stated}")
@@ -176,7 +180,7 @@ def replay(file: str, html: str | None, baseline: tuple[str, ...], no_share: boo
         report = run_replay(turns, policy=choice.policy, summarizer=summarizer,
                             share_summaries=not no_share, baselines=tuple(baseline),
                             on_turn=lambda _r: tick(), ignore=ignore)
-    print_report(report, out)
+    print_report(report, out, proof["summarizer"])
     document = {"proved_with": proof, **replay_document(report, file),
                 "policy": choice.as_json(), "exit_code": 1 if report.divergences else 0}
     if html:
