@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters.telemetry import TELEMETRY
 from adapters.errors import StoreError, SummarizerError
+from adapters import ledger
 from adapters.fold_check import verdict
 from adapters.io import Steps
 from adapters.overflow import summarize_in_chunks
@@ -199,7 +200,9 @@ class Folder:
         folded = redact_messages(for_summarizer(job.folded), self.policy.redactor)
         marker = (f"[memshift: {len(folded)} messages folded without the summarizer, which "
                   "failed; they are in the transcript]")
-        text = FALLBACK.summarize(f"{job.summary}\n{marker}".strip(), folded)
+        previous = ledger.split(job.summary)[0] if self.policy.keep_specifics else job.summary
+        text = self.carry(job.summary, FALLBACK.summarize(f"{previous}\n{marker}".strip(),
+                                                          folded), folded)
         record = dataclasses.replace(self.record(thread_id, job, text, None, 0.0),
                                      summarizer="fallback",
                                      trigger=f"fallback ({error})"[:300])
@@ -221,16 +224,20 @@ class Folder:
             if self.store.shares_messages:
                 folded = tuple(detach(m) for m in folded)
             sent = redact_messages(for_summarizer(folded), policy.redactor)
-            text = yield from summarize_in_chunks(self.summarizer, policy, job.summary, sent,
+            # with keep_specifics the summarizer sees the summary without its ledger
+            previous = ledger.split(job.summary)[0] if policy.keep_specifics else job.summary
+            text = yield from summarize_in_chunks(self.summarizer, policy, previous, sent,
                                                   thread_id)
             if policy.redactor is not None:  # the reply too: a model may echo or invent secrets
                 text = policy.redactor(text)
+            carried = self.carry(job.summary, text, sent)
             # fail closed: a reply that is no summary of this fold replaces nothing
-            rejected = verdict(text, policy, job.summary, sent, job.window[job.plan.cutoff:]
-                               ) if policy.check_summaries else None
+            rejected = verdict(text, policy, previous, sent, job.window[job.plan.cutoff:],
+                               carried[len(text):]) if policy.check_summaries else None
             if rejected is not None:
                 raise SummarizerError(str(rejected), thread_id=thread_id,
                                       attempts=1) from rejected
+            text = carried
         except (SummarizerError, KeyboardInterrupt, SystemExit) as exc:
             interrupted = not isinstance(exc, SummarizerError)
             error = f"interrupted: {type(exc).__name__}" if interrupted else str(exc)
@@ -246,6 +253,13 @@ class Folder:
                 exc.memshift_turn_committed = True  # type: ignore[union-attr]
             raise
         return text, self.record(thread_id, job, text, None, time.perf_counter() - start)
+
+    def carry(self, previous: str, text: str, folded: Sequence[BaseMessage]) -> str:
+        """``text`` with the specifics ledger (``adapters.ledger``) when the policy keeps one."""
+        if not self.policy.keep_specifics:
+            return text
+        return ledger.carry(previous, text, folded, budget=self.policy.max_specifics_tokens,
+                            counter=self.policy.count)
 
     def record(self, thread_id: str, job: FoldJob, text: str, error: str | None,
                seconds: float) -> FoldRecord:

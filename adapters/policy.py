@@ -68,6 +68,10 @@ class MemoryPolicy:
     # echoed, too short, the folded text's numbers and ids dropped: ``adapters.fold_check``)
     # fails the fold like a summarizer error; False stores any non-empty reply within the cap
     check_summaries: bool = True
+    # the specifics (numbers, ids, paths, URLs, e-mails) a summary dropped, carried verbatim
+    # after it in a ledger of at most max_specifics_tokens (``adapters.ledger``); opt-in
+    keep_specifics: bool = False
+    max_specifics_tokens: int = 256
     # the summary message counts toward the trigger, as stock SummarizationMiddleware counts
     # it (agent path; ``policy_from_stock`` sets it for a middleware), never toward keep
     count_summary: bool = False
@@ -190,7 +194,7 @@ class MemoryPolicy:
     # -- the recorded form ------------------------------------------------------------
     RECORDED = ("max_tokens", "keep_tokens", "max_messages", "keep_messages", "cut",
                 "summary_format", "max_summary_tokens", "trigger", "check_summaries",
-                "count_summary")
+                "count_summary", "keep_specifics", "max_specifics_tokens")
 
     def recorded(self) -> dict[str, Any]:
         """The fold rule as plain data, stored with every fold record so that tools
@@ -207,6 +211,8 @@ class MemoryPolicy:
                 del out["check_summaries"]  # recorded when off (older records: on)
             if not self.count_summary:
                 del out["count_summary"]  # recorded when on (older records: off)
+            if not self.keep_specifics:  # recorded when on, with its bound
+                del out["keep_specifics"], out["max_specifics_tokens"]
             out["token_counter"] = counter_spec(self.token_counter)
             out["prompt_version"] = self.prompt_version
             object.__setattr__(self, "_recorded", out)

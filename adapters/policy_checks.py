@@ -119,6 +119,12 @@ def check_choices(policy: MemoryPolicy) -> None:
         raise ConfigError(f"check_summaries must be True or False, got {policy.check_summaries!r}")
     if not isinstance(policy.count_summary, bool):
         raise ConfigError(f"count_summary must be True or False, got {policy.count_summary!r}")
+    if not isinstance(policy.keep_specifics, bool):
+        raise ConfigError(f"keep_specifics must be True or False, got {policy.keep_specifics!r}")
+    bound = policy.max_specifics_tokens
+    if isinstance(bound, bool) or not isinstance(bound, int) or not 16 <= bound <= 100_000:
+        raise ConfigError(f"max_specifics_tokens must be an integer in [16, 100000], got "
+                          f"{bound!r}")
     if policy.preferences_store is not None and policy.summary_format != "structured":
         raise ConfigError("preferences_store needs summary_format='structured'")
     if policy.preferences_store is not None and not hasattr(policy.preferences_store, "put"):

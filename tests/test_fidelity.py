@@ -49,3 +49,45 @@ def test_a_correction_counts_only_in_its_corrected_form() -> None:
     run = run_fidelity(summarizer=Stale(), languages=("en",), backends=("classic",))[0]
     missing = set(run.missing)
     assert any(m.startswith("number@") for m in missing)  # the corrected number is not kept
+
+
+def test_the_offline_summarizer_keeps_every_planted_fact_past_fold_depth_8() -> None:
+    """Issue 41's bar for memshift's offline summarizer: >= 95 % of the planted facts kept
+    (here: of 16, every one) with facts at depth 8 and beyond, in both languages and through
+    both backends, in at most half the prompt tokens of the whole history."""
+    for run in run_fidelity(languages=("en", "zh")):
+        assert run.backends_agree, run
+        deep = sum(total for name, (_, total) in run.kept["classic"].items()
+                   if name in ("8-10", "11+"))
+        assert deep >= 3, run.kept  # the set reaches depth 8
+        for backend, kept in run.facts_kept.items():
+            assert kept >= 0.95 * run.facts, (run.language, backend, run.missing)
+        assert run.prompt_tokens <= 0.5 * run.full_tokens, run
+
+
+def test_the_offline_summarizer_keeps_paths_urls_and_emails() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from adapters.extractive import ExtractiveSummarizer
+
+    said = ["The config lives at /etc/ledgerd/shards.toml.",
+            "The runbook is at https://wiki.example.org/runbooks/ledgerd-failover.",
+            "Escalations go to oncall-ledger@example.org.", "配置文件在/etc/app/x.toml。"]
+    summary = ExtractiveSummarizer().summarize("", [HumanMessage(s) for s in said])
+    for value in ("/etc/ledgerd/shards.toml", "https://wiki.example.org/runbooks/ledgerd-failover",
+                  "oncall-ledger@example.org", "/etc/app/x.toml"):
+        assert value in summary, summary
+
+
+def test_eval_fidelity_writes_a_chart_and_runs_with_the_ledger(tmp_path: Path) -> None:
+    page = tmp_path / "fidelity.html"
+    done = run_memshift("eval", "--fidelity", "--keep-specifics", "--prompt", "memshift",
+                        "--report", str(page), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = json.loads(done.stdout)["runs"]
+    assert {r["prompt"] for r in runs} == {"memshift +ledger"}
+    html = page.read_text(encoding="utf-8")
+    assert html.count("<svg") == 2 and "<script" not in html  # one chart per language
+    assert "memshift +ledger, depth 8-10: 4/4" in html  # a bar's own label
+    bad = run_memshift("eval", "--report", str(tmp_path / "x.html"))
+    assert bad.returncode == 2 and "--fidelity" in bad.stderr

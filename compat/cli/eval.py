@@ -44,6 +44,11 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
 @click.option("--prompt", "prompts", multiple=True, metavar="stock|memshift|FILE",
               help="With --fidelity: the summary prompt(s) to compare (repeatable). "
                    "[default: stock and memshift]")
+@click.option("--keep-specifics", is_flag=True,
+              help="With --fidelity: run with MemoryPolicy(keep_specifics=True), the ledger of "
+                   "the specifics a summary dropped.")
+@click.option("--report", "html", type=click.Path(dir_okay=False), metavar="HTML",
+              help="With --fidelity: also write an HTML page charting facts kept by depth.")
 @click.option("--cases", type=click.Path(file_okay=False), metavar="DIR",
               help="A folder of <case>.jsonl + <case>.json. [default: the bundled 12 cases]")
 @click.option("--min-score", type=click.FloatRange(0, 1), metavar="X",
@@ -59,7 +64,8 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
               metavar="[FILE]",
               help="Print the result as one JSON document on stdout. (The old form --json FILE "
                    "still writes FILE, like --output FILE.)")
-def eval_command(fidelity: bool, prompts: tuple[str, ...], cases: str | None,
+def eval_command(fidelity: bool, prompts: tuple[str, ...], keep_specifics: bool,
+                 html: str | None, cases: str | None,
                  min_score: float | None, as_json: str | None, output: str | None, quiet: bool,
                  **opts: Any) -> int:
     """Score the summarizer on the evaluation set: what must survive a fold, does it?
@@ -75,7 +81,10 @@ def eval_command(fidelity: bool, prompts: tuple[str, ...], cases: str | None,
         output, as_json = output or as_json, None
     out = Output(as_json == "-", output, quiet)
     if fidelity:
-        return _fidelity(prompts or ("stock", "memshift"), min_score, out, opts)
+        return _fidelity(prompts or ("stock", "memshift"), min_score, out, opts,
+                         keep_specifics, html)
+    if keep_specifics or html:
+        raise click.UsageError("--keep-specifics and --report go with --fidelity")
     store = resolve_store(opts, "", None, out, required=False)
     if store:
         check_url(store, "--store", must_exist=True)
@@ -93,15 +102,22 @@ def eval_command(fidelity: bool, prompts: tuple[str, ...], cases: str | None,
 
 
 def _fidelity(prompts: tuple[str, ...], min_score: float | None, out: Output,
-              opts: dict[str, Any]) -> int:
+              opts: dict[str, Any], keep_specifics: bool, html: str | None) -> int:
     """``eval --fidelity``: the set's facts kept by fold depth (``compat.fidelity``)."""
     from compat.fidelity import format_fidelity, run_fidelity
 
     llm = model_from(opts)
-    out.header(f"summarizer: {opts.get('model') or 'memshift offline (no model)'}; prompts: "
-               + ", ".join(prompts))
-    runs = [run for prompt in prompts for run in run_fidelity(llm=llm, prompt=prompt)]
-    out.line(format_fidelity(runs))
+    summarizer = opts.get("model") or "memshift offline (no model)"
+    out.header(f"summarizer: {summarizer}; prompts: " + ", ".join(prompts)
+               + ("; with the specifics ledger (keep_specifics)" if keep_specifics else ""))
+    runs = [run for prompt in prompts
+            for run in run_fidelity(llm=llm, prompt=prompt, keep_specifics=keep_specifics)]
+    table = format_fidelity(runs)
+    out.line(table)
+    if html:
+        from compat.fidelity.report import fidelity_html
+
+        out.line(f"report: {fidelity_html(runs, html, summarizer, table)}")
     kept = sum(next(iter(r.facts_kept.values()), 0) for r in runs)
     total = sum(r.facts for r in runs)
     score = kept / total if total else 0.0

@@ -121,19 +121,21 @@ def _bucket(depth: int) -> str:
 def run_fidelity(*, llm: Any = None, summarizer: Any = None, prompt: str = "memshift",
                  languages: Sequence[str] = ("en", "zh"),
                  backends: Sequence[str] = ("classic", "middleware"),
-                 folder: Path = FIDELITY_SET) -> list[FidelityRun]:
+                 folder: Path = FIDELITY_SET, keep_specifics: bool = False) -> list[FidelityRun]:
     """Every language of the set with one prompt (``prompt_named``) and one summarizer
     (``summarizer``, or one built on ``llm``, else memshift's offline one), through each
-    backend."""
+    backend; ``keep_specifics``: with the policy's specifics ledger."""
     label, text = prompt_named(prompt)
     runs = []
     for language in languages:
         meta = json.loads((folder / f"fidelity_{language}.json").read_text(encoding="utf-8"))
         turns = _turns(folder / f"fidelity_{language}.jsonl")
-        policy = MemoryPolicy(**meta["policy"], **({"summary_prompt": text} if text else {}))
+        policy = MemoryPolicy(**meta["policy"], **({"summary_prompt": text} if text else {}),
+                              keep_specifics=keep_specifics)
         metered = _Metered(build_summarizer(policy, llm, summarizer), policy)
         shared = CachingSummarizer(metered)
-        run = FidelityRun(language, label, facts=len(meta["facts"]))
+        run = FidelityRun(language, label + (" +ledger" if keep_specifics else ""),
+                          facts=len(meta["facts"]))
         run.full_tokens = policy.count([SystemMessage(t) for turn in turns for t in turn])
         kept_sets = []
         for backend in backends:
@@ -165,13 +167,13 @@ def format_fidelity(runs: list[FidelityRun]) -> str:
     """The terminal table: facts kept by fold depth, per language and prompt."""
     names = [name for _, _, name in BUCKETS]
     lines = ["facts kept (of planted) by fold depth; depth 0 = still verbatim in the window",
-             f"{'lang':<5}{'prompt':<10}{'backend':<11}" + "".join(f"{n:>8}" for n in names)
+             f"{'lang':<5}{'prompt':<17}{'backend':<11}" + "".join(f"{n:>8}" for n in names)
              + f"{'all':>8}{'per 1k prompt tok':>19}{'calls':>7}{'agree':>7}"]
     for run in runs:
         for backend, buckets in run.kept.items():
             cells = "".join(f"{f'{buckets[n][0]}/{buckets[n][1]}' if n in buckets else '-':>8}"
                             for n in names)
-            lines.append(f"{run.language:<5}{run.prompt:<10}{backend:<11}{cells}"
+            lines.append(f"{run.language:<5}{run.prompt:<17}{backend:<11}{cells}"
                          f"{f'{run.facts_kept[backend]}/{run.facts}':>8}"
                          f"{run.per_1k_prompt_tokens:>19}{run.summarizer_calls:>7}"
                          f"{'yes' if run.backends_agree else 'NO':>7}")
