@@ -189,6 +189,7 @@ NUMERIC_FIELDS = {  # field -> values it must refuse (bools, text, out of range)
     "max_failed_folds": [True, 0, -1, "3", 1.5],
     "max_lag_tokens": [True, 0, -1, "3", 1.5],
     "max_lag_seconds": [True, 0, -1, 86_401, "5"],
+    "max_specifics_tokens": [True, 0, 15, 100_001, "64", 64.0],
 }
 
 
