@@ -4,8 +4,15 @@ The middleware declares what it needs (``adapters.backends.middleware.AgentHooks
 the one implementation, built by the engine from the fold routine it shares
 (``adapters.fold.Folder``) and its store — it knows nothing of the engine. Inside an agent
 step the agent's own checkpointer writes the state, so a fold summarizes at once (no memshift
-lock or transaction is open) and records itself; after the agent's turn the messages reach the
-transcript.
+lock or transaction is open) and records itself.
+
+The agent's messages reach the transcript without a step or a transaction of their own (an
+``after_agent`` node cost a checkpoint, its writes and a transaction every run):
+``memory.checkpointer`` records them in the transaction of the checkpoint write that first
+holds the answer (``turn`` / ``record_steps``); with any other saver, the model call that
+produced the answer records them (``model_turn``). A stock history written through
+(``write_through``) receives them just before, outside any lock, as a classic save writes
+through first.
 
 With ``MemoryPolicy(fold="background")`` a due fold is handed to the background instead and the
 model answers at once; the summary waits in this process (``adapters.fold_slots.AgentFolds``)
@@ -17,13 +24,16 @@ process that dies with a summary pending loses nothing: the next call plans the 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from adapters.backends.base import FoldFn
+from adapters.backends.middleware_parts import split_summary
 from adapters.errors import SummarizerError
 from adapters.fold import FoldJob, FoldRecord, Folder
 from adapters.fold_slots import AgentFolds, background_failed, lag_seconds, over_lag
@@ -33,18 +43,34 @@ from adapters.stores.base import Store, Tx, in_transaction, store_io
 from adapters.thread_keys import storage_id
 from adapters.workers import WorkersBusy, run_in_background
 
-__all__ = ["FoldHooks", "TurnSink"]
+__all__ = ["FoldHooks", "Turn", "TurnSink"]
 
 TurnSink = Callable[[str, list[BaseMessage]], None]  # (thread, the agent's window after a turn)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the transcript still needs of one thread's state: its ``window`` (the summary
+    message left out) and the ``new`` messages in it, ``None`` when this process does not know
+    which are recorded (the store is asked, in the recording transaction)."""
+
+    thread_id: str
+    window: tuple[BaseMessage, ...]
+    new: tuple[BaseMessage, ...] | None
 
 
 class FoldHooks:
     """The middleware's hooks inside ``create_agent`` runs, over a fold routine and a store."""
 
+    recorded_size = 10_000  # threads whose recorded window this process remembers
+
     def __init__(self, folder: Folder, store: Store) -> None:
         self.folder, self.store = folder, store
         self.folds = AgentFolds()  # background summaries waiting for their thread's next call
         self.through: TurnSink | None = None
+        # savers that record these hooks' turns in their own checkpoint transactions
+        self.recorders: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._recorded: dict[str, frozenset[str]] = {}  # thread -> ids of its recorded window
 
     def write_through(self, sink: TurnSink | None) -> None:
         """Where an agent's turn goes before the transcript: a stock history the memory writes
@@ -182,26 +208,68 @@ class FoldHooks:
                 background_failed(exc)
         self.folds.keep(asyncio.get_running_loop().create_task(work()), background_failed)
 
-    def _after(self, thread_id: str, window: Sequence[BaseMessage]) -> Steps[None]:
-        store, folder = self.store, self.folder
-        if self.through is not None:  # first, as a classic save writes through first
-            yield IO(self.through, _in_thread(self.through), thread_id, list(window))
-        if not folder.records:
+    # -- the agent's turns in the transcript ----------------------------------------------------
+    def records_turns(self, saver: Any) -> None:
+        """``saver`` (``memory.checkpointer``) records these hooks' turns in the transactions of
+        its checkpoint writes: runs on it skip ``model_turn``."""
+        self.recorders.add(saver)
+
+    def turn(self, thread_id: str, messages: Sequence[BaseMessage]) -> Turn | None:
+        """What a thread's state (``messages``) adds to the transcript; ``None`` when nothing is
+        new, or while the newest message is a question awaiting its answer (the question is
+        recorded with the answer, as it was at the end of the run)."""
+        window = split_summary(messages)[2]
+        if not window or isinstance(window[-1], HumanMessage):
+            return None
+        known = self._recorded.get(thread_id)
+        if known is None:
+            return Turn(thread_id, tuple(window), None)
+        new = tuple(m for m in window if m.id not in known)
+        return Turn(thread_id, tuple(window), new) if new else None
+
+    def through_steps(self, turn: Turn) -> Steps[None]:
+        """The turn to the stock history written through, first (outside any transaction: it
+        may live in the same database)."""
+        if self.through is not None:
+            yield IO(self.through, _in_thread(self.through), turn.thread_id, list(turn.window))
+
+    def record_steps(self, tx: Tx, turn: Turn) -> Steps[None]:
+        """Inside ``tx`` (a write transaction of the turn's thread): its new messages."""
+        if not self.folder.records:  # a shadow candidate: the primary keeps the transcript
             return
+        store, new = self.store, turn.new
+        if new is None:
+            held = yield store_io(store, tx, store.known_ids, [m.id for m in turn.window if m.id])
+            new = tuple(m for m in turn.window if m.id not in held)
+        if new:
+            yield store_io(store, tx, store.append_transcript, self.folder.for_transcript(new))
+
+    def recorded(self, turn: Turn) -> None:
+        """``turn``'s transaction committed: its window is in the transcript."""
+        if len(self._recorded) >= self.recorded_size:
+            self._recorded.clear()  # a bound, not an LRU: a forgotten thread asks the store
+        self._recorded[turn.thread_id] = frozenset(m.id for m in turn.window if m.id)
+
+    def _turn_steps(self, thread_id: str, messages: Sequence[BaseMessage]) -> Steps[None]:
+        if (turn := self.turn(thread_id, messages)) is None:
+            return
+        yield from self.through_steps(turn)
 
         def body(tx: Tx) -> Steps[None]:
-            yield store_io(store, tx, store.append_transcript, folder.for_transcript(window))
-        yield from in_transaction(store, thread_id, body)
+            yield from self.record_steps(tx, turn)
+        if self.folder.records:
+            yield from in_transaction(self.store, thread_id, body)
+        self.recorded(turn)
 
-    def after_agent(self, window: Sequence[BaseMessage]) -> None:
-        """The agent's turn reaches the transcript (retention runs where the checkpointer
-        writes a run's input: ``adapters.stores.placed``, never beside LangGraph's writes)."""
-        if (thread_id := _run_thread()) is not None:
-            run_sync(self._after(thread_id, window))
+    def model_turn(self, messages: Sequence[BaseMessage]) -> None:
+        """After a model call (``messages``: the state's and the answer): on a saver that
+        does not record these hooks' turns, record them now, in a transaction of their own."""
+        if (thread_id := _run_thread()) is not None and _run_checkpointer() not in self.recorders:
+            run_sync(self._turn_steps(thread_id, messages))
 
-    async def aafter_agent(self, window: Sequence[BaseMessage]) -> None:
-        if (thread_id := _run_thread()) is not None:
-            await run_async(self._after(thread_id, window))
+    async def amodel_turn(self, messages: Sequence[BaseMessage]) -> None:
+        if (thread_id := _run_thread()) is not None and _run_checkpointer() not in self.recorders:
+            await run_async(self._turn_steps(thread_id, messages))
 
 
 def _in_thread(sink: TurnSink) -> Callable[[str, list[BaseMessage]], Awaitable[None]]:
@@ -221,3 +289,19 @@ def _run_thread() -> str | None:
     except RuntimeError:  # not inside a graph run
         return None
     return storage_id(tid) if isinstance(tid, str) and tid else tid
+
+
+def _run_checkpointer() -> Any:
+    """The checkpointer of the LangGraph run we are called from; ``None`` outside a run or
+    where LangGraph stops naming it (then the turn is recorded here too: the transcript
+    ignores an id it holds, nothing is lost)."""
+    from langgraph.config import get_config
+
+    try:  # LangGraph's config key, kept public in ``langgraph.constants.__all__``
+        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+    except ImportError:
+        return None
+    try:
+        return get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
+    except RuntimeError:  # not inside a graph run
+        return None

@@ -217,14 +217,19 @@ class MemshiftSummarizationMiddleware(SummarizationMiddleware):
         ready = await hooks.aagent_ready(split_summary(state["messages"])[2])
         return await self.afold_update(state, hooks.agent_afold(), ready)
 
-    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record the agent's turn in the transcript (and keep checkpoints bounded)."""
-        self._hooks().after_agent(split_summary(state["messages"])[2])
-        return None
+    # The agent's turn reaches the transcript where a checkpoint write already makes a
+    # transaction (``memory.checkpointer``); on any other saver, here, when the model has
+    # answered — never in an ``after_agent`` node: a node costs a checkpoint and its writes.
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        """The model call, then its turn recorded if the run's saver does not record it."""
+        response = handler(request)
+        self._hooks().model_turn([*request.state["messages"], *response.result])
+        return response
 
-    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        await self._hooks().aafter_agent(split_summary(state["messages"])[2])
-        return None
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        response = await handler(request)
+        await self._hooks().amodel_turn([*request.state["messages"], *response.result])
+        return response
 
 
 def fold_graph() -> Any:

@@ -4,51 +4,54 @@
 run, ``list`` for the history) and writes it with ``put``. A thread that still lives on the
 classic backend has no checkpoint there, so the agent would see an empty memory in silence.
 This saver claims the thread for the middleware backend the first time this process meets it
-(the router moves it, its compare-and-set move, if it lives on classic, or raises
-``ThreadElsewhere`` when the memory was told not to move threads) and remembers the placement
-it claimed (its version). From then on nothing runs *before* a saver call; the placement rides
-along inside the transactions the calls make:
+(the router moves it if it lives on classic, or raises ``ThreadElsewhere`` when the memory was
+told not to move threads) and remembers the placement it claimed (its version). From then on
+nothing runs *before* a saver call; the placement rides along inside the transactions the
+calls make:
 
 - ``get_tuple`` reads the placement and the checkpoint in one read transaction of the thread:
-  a thread another process moved since (its version changed) is claimed again first, so a
-  run never starts from a stale or empty state (nor a pruned id: ``adapters.stores.pruned``);
+  a thread another process moved since is claimed again first, so a run never starts from a
+  stale or empty state (nor a pruned id: ``adapters.stores.pruned``);
 - a root checkpoint that starts something (a run's input, an update, a fork) is written in a
   write transaction of the thread (its lock held) that reads the placement first and refuses
   the write (``PlacementChanged``, nothing written) if the thread moved meanwhile; retention
   runs in that same transaction when the checkpoint is a run's input (whole turns: never
   between the steps of a run, a replay or a fork; see ``adapters.stores.checkpoint_sql``);
 - the steps of a run (``loop`` checkpoints, pending writes, subgraph namespaces) go to the
-  saver as they are (its input was checked); a move while a run is under way is found by
-  the next run's read.
+  saver as they are, except the root checkpoint that first holds an answer: it is written in
+  a transaction of the thread that also records the turn's new messages in the transcript
+  (``FoldHooks.turn``: no step or transaction of its own); a move while a run is under way
+  is found by the next run's read.
 
 It advertises only what it implements (LangGraph's checkpoint-conformance suite detects a
 saver's capabilities by the methods its class overrides): ``copy_thread``, ``delete_for_runs``
-and ``prune`` run in memshift transactions of each thread where the store implements them
-(memory, SQLite, PostgreSQL), pass to an application's own saver that has them, and are absent
-otherwise. ``delete_thread`` is the memory's ``clear`` (its record says the thread was cleared).
+and ``prune`` run in memshift transactions of each thread where the store implements them,
+pass to an application's own saver that has them, and are absent otherwise.
+``delete_thread`` is the memory's ``clear`` (its record says the thread was cleared).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from adapters.errors import ConfigError, DeltaStateError
 from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
+from adapters.stores.placed_ops import MIXINS, OPERATIONS, ThreadOperations
 from adapters.stores.pruned import refuse_pruned
 from adapters.stores.tx_saver import ajoined_get, ajoined_put, joined_get, joined_put
 from adapters.thread_keys import storage_id
 
+if TYPE_CHECKING:
+    from adapters.agent_hooks import FoldHooks, Turn
+
 __all__ = ["PlacedSaver", "OPERATIONS"]
 
-OPERATIONS = ("copy_thread", "delete_for_runs", "prune")
 _PASS = ("put_writes", "get_delta_channel_history", "get_next_version")
 _APASS = ("aput_writes", "aget_delta_channel_history")
-PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
 def _thread(config: Any) -> str | None:
@@ -103,7 +106,7 @@ def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
             and getattr(type(saver), f"a{name}", None) is not getattr(BaseCheckpointSaver, f"a{name}"))
 
 
-class PlacedSaver(BaseCheckpointSaver):
+class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
     """Claims threads for ``middleware`` through ``engine`` once, then checks the claim in the
     saver's transactions (module docstring); ``touch(thread_id)`` runs before a claim (legacy
     adoption). ``store``: the middleware side's (transactions, placements, operations)."""
@@ -121,6 +124,10 @@ class PlacedSaver(BaseCheckpointSaver):
         super().__init__(serde=inner.serde)
         self.inner, self.engine, self.store, self.touch = inner, engine, store, touch
         self._claimed: dict[str, Placement] = {}  # thread -> the placement claimed here
+        side = engine.middleware_engine()  # its hooks: what agent turns add to the transcript
+        self.turns: FoldHooks | None = side.hooks if side is not None else None
+        if self.turns is not None:
+            self.turns.records_turns(self)
 
     # -- the claim: once per thread and process, then checked inside the saver's transactions
     def _claim_steps(self, thread_id: str) -> Steps[Placement | None]:
@@ -203,41 +210,56 @@ class PlacedSaver(BaseCheckpointSaver):
 
     def _put_steps(self, keyed: Any, checkpoint: Any, metadata: Any,
                    new_versions: Any) -> Steps[Any]:
-        inner = self.inner
+        inner, args = self.inner, (keyed, checkpoint, metadata, new_versions)
         if (tid := _thread(keyed)) is None:
-            return (yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions))
+            return (yield IO(inner.put, inner.aput, *args))
         claimed = self._claimed.get(tid)
-        if claimed is None:
+        if claimed is None:  # no placement kept: claimed before every write, as it was
             claimed = yield from self._claim_steps(tid)
+        check = claimed if _opens(keyed, metadata) else None  # a step of a run: input checked
         retain = self._turn_start(keyed, metadata) is not None
-        if claimed is None:  # no placement to check: claimed before the write, as it was
-            stored = yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions)
-            if retain:
-                yield from in_transaction(self.store, tid, self._retain_in)
-            return stored
-        if not _opens(keyed, metadata):  # a step of a run: its input was checked
-            return (yield IO(inner.put, inner.aput, keyed, checkpoint, metadata, new_versions))
-        args = (keyed, checkpoint, metadata, new_versions)
+        turns = self.turns
+        turn = self._turn(turns, tid, keyed, checkpoint, new_versions, check is not None)
+        if check is None and not retain and turn is None:
+            return (yield IO(inner.put, inner.aput, *args))
+        if turns is not None and turn is not None:
+            yield from turns.through_steps(turn)  # first, as a classic save writes through
 
         def body(tx: Tx) -> Steps[Any]:
-            yield from self._placed_in(tx, claimed)
+            if check is not None:
+                yield from self._placed_in(tx, check)
             stored = yield IO(joined_put, ajoined_put, self.store, tx, *args)
             if retain:
                 yield from self._retain_in(tx)
+            if turns is not None and turn is not None:
+                yield from turns.record_steps(tx, turn)
             return stored
         try:
-            return (yield from in_transaction(self.store, tid, body))
+            stored = yield from in_transaction(self.store, tid, body)
         except _Moved as moved:
             from adapters.staged import PlacementChanged
 
             self._claimed.pop(tid, None)
-            now = moved.placement
+            now, was = moved.placement, check.version if check else "-"
             raise PlacementChanged(
                 f"thread {tid!r} moved (to {now.backend if now else 'no placement'}, version "
                 f"{now.version if now else '-'}) after this process claimed it for the agent "
-                f"(version {claimed.version}); nothing of this checkpoint "
-                "was written. Run the turn again: the checkpointer claims the thread afresh"
-            ) from None
+                f"(version {was}); nothing of this checkpoint was written. Run the turn "
+                "again: the checkpointer claims the thread afresh") from None
+        if turns is not None and turn is not None:
+            turns.recorded(turn)
+        return stored
+
+    @staticmethod
+    def _turn(turns: FoldHooks | None, tid: str, config: Any, checkpoint: Any,
+              new_versions: Any, opens: bool) -> Turn | None:
+        """What a root checkpoint whose messages changed (or that we write in a transaction
+        anyway) adds to the transcript (``FoldHooks.turn``)."""
+        root = not ((config or {}).get("configurable") or {}).get("checkpoint_ns")
+        if turns is None or not root or not (opens or "messages" in (new_versions or {})):
+            return None
+        messages = (checkpoint.get("channel_values") or {}).get("messages")
+        return turns.turn(tid, messages) if isinstance(messages, list) else None
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         stored = run_sync(self._put_steps(_keyed(config), checkpoint, metadata, new_versions))
@@ -268,99 +290,10 @@ class PlacedSaver(BaseCheckpointSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         await self.engine.aclear(storage_id(thread_id))
 
-    # -- thread operations in memshift transactions (``Checkpoints.operations``) ---------------
-    def _each(self, thread_ids: Sequence[str], fn: Callable[..., Any], *args: Any) -> Steps[None]:
-        store = self.store
-        for thread_id in thread_ids:
-            def body(tx: Tx) -> Steps[None]:
-                yield store_io(store, tx, fn, *args)
-            yield from in_transaction(store, thread_id, body)
-
-    def _read(self, thread_id: str, fn: Callable[..., Any], *args: Any) -> Steps[Any]:
-        store = self.store
-
-        def body(tx: Tx) -> Steps[Any]:
-            return (yield store_io(store, tx, fn, *args))
-        return (yield from in_transaction(store, thread_id, body, write=False))
-
-    def _copy_steps(self, source: str, target: str) -> Steps[None]:
-        if source == target:
-            return
-        store, checkpoints = self.store, self.store.checkpoints
-        yield from self.engine.claim_steps(target, "middleware")
-        transcript = yield from self._read(source, store.transcript_in)
-
-        def body(tx: Tx) -> Steps[None]:
-            if (yield store_io(store, tx, store.last_ids, 1)):
-                raise ConfigError(f"copy_thread: thread {target!r} already has a transcript; "
-                                  "copy into a new thread id (or delete_thread it first)")
-            yield store_io(store, tx, checkpoints.copy_from, source)
-            if transcript:
-                yield store_io(store, tx, store.append_transcript, transcript)
-        yield from in_transaction(store, target, body)
-
-    def _runs_steps(self, run_ids: Sequence[str]) -> Steps[None]:
-        runs = [str(r) for r in run_ids]
-        if not runs:
-            return
-        checkpoints = self.store.checkpoints
-        threads = yield from self._read("", checkpoints.run_threads, runs)
-        yield from self._each(threads, checkpoints.delete_runs, runs)
-
-    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps[None]:
-        if isinstance(thread_ids, str):
-            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
-        if strategy not in PRUNE_STRATEGIES:
-            raise ValueError(f"Unknown prune strategy: {strategy!r}")
-        threads = [storage_id(str(t)) for t in thread_ids]
-        if strategy == "delete":
-            for thread_id in threads:
-                yield from self.engine.clear_steps(thread_id)
-            return
-        checkpoints = self.store.checkpoints
-        for thread_id in threads:  # nothing is pruned when one thread would be refused
-            if (yield from self._read(thread_id, checkpoints.uses_delta)):
-                raise DeltaStateError.for_prune(thread_id)
-        yield from self._each(threads, checkpoints.prune_latest)
-
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
-
-
-# -- the operations, as mixins: a class has a method only when it implements it ---------------
-class _Copy:
-    def copy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
-        """Every checkpoint and write of one thread (and its transcript) under a new one."""
-        run_sync(self._copy_steps(storage_id(source_thread_id), storage_id(target_thread_id)))
-
-    async def acopy_thread(self: Any, source_thread_id: str, target_thread_id: str) -> None:
-        await run_async(self._copy_steps(storage_id(source_thread_id),
-                                         storage_id(target_thread_id)))
-
-
-class _Runs:
-    def delete_for_runs(self: Any, run_ids: Sequence[str]) -> None:
-        """Remove the checkpoints (and writes) of ``run_ids``, each thread in its transaction."""
-        run_sync(self._runs_steps(run_ids))
-
-    async def adelete_for_runs(self: Any, run_ids: Sequence[str]) -> None:
-        await run_async(self._runs_steps(run_ids))
-
-
-class _Prune:
-    def prune(self: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """LangGraph's ``prune``: ``keep_latest`` keeps each namespace's newest checkpoint
-        (``DeltaStateError`` for ``DeltaChannel`` threads, nothing pruned), ``delete`` clears."""
-        run_sync(self._prune_steps(thread_ids, strategy))
-
-    async def aprune(self: Any, thread_ids: Sequence[str], *,
-                     strategy: str = "keep_latest") -> None:
-        await run_async(self._prune_steps(thread_ids, strategy))
-
-
-_MIXINS = {"copy_thread": _Copy, "delete_for_runs": _Runs, "prune": _Prune}
 
 
 def _keyed_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -389,7 +322,7 @@ def _capable(own: frozenset[str], passed: frozenset[str]) -> type:
     base = PlacedSaver
     if not own and not passed:
         return base
-    mixins = tuple(_MIXINS[op] for op in OPERATIONS if op in own)
+    mixins = tuple(MIXINS[op] for op in OPERATIONS if op in own)
     namespace = {**{op: _passing(op) for op in passed},
                  **{f"a{op}": _apassing(f"a{op}") for op in passed}}
     name = base.__name__ + "".join(f"_{op}" for op in OPERATIONS if op in own | passed)
