@@ -21,6 +21,11 @@ window is still due (coalesced: what landed meanwhile is summarized once). A sav
 when its window is past the lag bound, and then at most ``fold_slots.lag_seconds`` from the
 start of the fold in flight; the fold record says so (``FoldRecord.lag``).
 
+On a store whose classic state offers it (PostgreSQL), a classic turn on a thread this
+process has just seen is one statement (``quick_save_steps``: a compare-and-set on what the
+last load saw, the real class stepping on that state), the fold after it as above; any miss
+takes the path above.
+
 The logic is written once, as steps (``adapters.io``); ``save``/``asave`` and the other
 pairs are the blocking and the async drivers of the same steps.
 """
@@ -48,6 +53,7 @@ from adapters.io import IO, Steps
 from adapters.policy import FoldPlan, MemoryPolicy
 from adapters.protocol import Engine, Guard, Location, as_list, done
 from adapters.stores.base import Placement, Store, Tx, in_transaction
+from adapters.stores.quick import QuickClassic
 from adapters.summarizer import Summarizer
 from adapters.view import MemoryView, OwnedTurn, ThreadRecord, fresh_ids, new_id  # noqa: F401 (new_id: re-exported)
 
@@ -82,6 +88,9 @@ class MemoryEngine(FoldScheduling, Engine):
         self.backend: MemoryBackend = BACKENDS[backend](
             policy=policy, store=store, human_prefix=human_prefix, ai_prefix=ai_prefix, **extra)
         self.name = self.backend.name
+        state = getattr(store, "classic", None)  # the one-statement load and save, if offered
+        self.quick: QuickClassic | None = state if backend == "classic" and owns_transcript \
+            and isinstance(state, QuickClassic) else None
         TELEMETRY.watch(self)  # memshift.folds.pending
 
     @property
@@ -180,6 +189,44 @@ class MemoryEngine(FoldScheduling, Engine):
         if detached:
             return self.backend.view(thread_id, state)
         return self.backend.shared_view(thread_id, state)
+
+    def quick_load_steps(self, thread_id: str, detached: bool,
+                         accept: Callable[[Placement], bool]) -> Steps[MemoryView | None]:
+        """The view in one statement (``adapters.stores.quick``) when the placement it reads
+        is one ``accept`` serves here; ``None``: load the usual way."""
+        quick = self.quick
+        if quick is None:
+            return None
+        seen = yield IO(quick.quick_read, quick.aquick_read, thread_id, detached)
+        if seen is None or not accept(seen.placement):
+            return None
+        if detached:
+            return self.backend.view(thread_id, seen.snapshot)
+        return self.backend.shared_view(thread_id, seen.snapshot)
+
+    def quick_save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool,
+                         accept: Callable[[Placement], bool]) -> Steps[list[BaseMessage] | None]:
+        """The turn in one statement when the thread is still as the last quick load or save
+        here saw it: the real class steps on that state (nothing is read back) and the fold it
+        asks for runs after, as on the usual path. ``None``: nothing was written."""
+        quick = self.quick
+        seen = quick.seen(thread_id) if quick is not None else None
+        if seen is None or seen.version is None or not accept(seen.placement) or \
+                any(m.id is not None for m in turn):  # ids of the caller's: the usual checks
+            return None
+        self.policy.check_sizes(turn)
+        stored = fresh_ids(turn, set())  # copies: a miss leaves the turn as it came
+        planned, plan = planner()
+        writes, _ = self.backend.step(seen.snapshot, stored, plan)
+        if writes is None or writes.fold or writes.replace or writes.clear or \
+                writes.append != stored:  # (only an append has one statement)
+            return None
+        if not (yield IO(quick.quick_append, quick.aquick_append, thread_id, seen,
+                         self.folder.for_transcript(stored), stored)):
+            return None
+        if fold and planned:
+            yield from self._after_turn(thread_id, planned[-1])
+        return stored
 
     def clear_steps(self, thread_id: str) -> Steps[None]:
         yield from self._write_whole(thread_id, self.backend.clear_writes())

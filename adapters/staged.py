@@ -226,14 +226,49 @@ class StagedEngine(Engine):
             return result
         raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
 
+    def _quick(self, thread_id: str) -> MemoryEngine | None:
+        """The classic side, when it may serve the thread in one statement per call
+        (``MemoryEngine.quick_load_steps``): a one-backend engine on the store of the
+        placements, and the thread expected there (never a round trip spent on a thread
+        last served by the middleware side)."""
+        side = self.sides.built.get("classic")
+        if side is None or not self.same_store or self.read_only:
+            return None
+        leaf = side.leaves()[0]
+        placer = self.placer
+        if leaf is not side or leaf.quick is None or \
+                (placer.hints.get(thread_id) or placer.desired(thread_id)) != "classic":
+            return None
+        return leaf
+
+    def _serves_classic(self, thread_id: str) -> Callable[[Placement], bool]:
+        """Whether a placement read by a quick call lets the classic side serve the thread
+        as it is (what the placement guard lets through without moving it)."""
+        placer = self.placer
+        return lambda placement: placement.backend == "classic" and \
+            placer.settled(thread_id, placement)
+
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:
+        leaf = self._quick(thread_id) if guard is None else None
+        if leaf is not None:
+            view = yield from leaf.quick_load_steps(thread_id, detached,
+                                                    self._serves_classic(thread_id))
+            if view is not None:
+                self.placer.remember(thread_id, "classic")
+                return view
         return (yield from self._routed(
             thread_id, False, guard,
             lambda side, checked: side.load_steps(thread_id, detached, checked)))
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:
+        leaf = self._quick(thread_id) if guard is None else None
+        if leaf is not None:  # the same store: nothing to forward
+            quick = yield from leaf.quick_save_steps(thread_id, turn, fold,
+                                                     self._serves_classic(thread_id))
+            if quick is not None:
+                return quick
         stored = yield from self._routed(
             thread_id, True, guard,
             lambda side, checked: side.save_steps(thread_id, turn, fold, checked))

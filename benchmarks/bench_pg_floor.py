@@ -7,12 +7,11 @@ puts the layers between the two side by side, each measured in the same run, int
 classic
   raw driver         the floor (2 round trips)
   memshift SQL       memshift classic's own statements for a save+load, captured from a warm
-                     thread and replayed through bare psycopg: the contract's SQL with none of
-                     memshift's Python (3 round trips: the save's read comes back before the
-                     real class decides its write; the write and COMMIT; the load)
-  memshift SQL, 2    the same statements with the save in one message (2 round trips): what
-                     a save would cost if nothing ran between its read and its write
-  memshift classic   ``save_context`` + ``load_memory_variables``
+                     thread and replayed through bare psycopg (prepared, autocommit): the
+                     contract's SQL with none of memshift's Python (2 round trips: the save's
+                     compare-and-set with its writes, the load)
+  memshift classic   ``save_context`` + ``load_memory_variables`` (the history as a string)
+  ... messages       the same with ``return_messages=True`` (LangChain message objects)
 middleware
   raw driver
   saver put+get      ``PostgresSaver.put`` + ``get_tuple`` of a growing 40-message checkpoint
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from _variants import (  # noqa: E402
-    CONTENDERS, WORDS, WORKLOADS, Made, Workload, postgres_saver, statements_per_op,
+    CONTENDERS, WORDS, WORKLOADS, Made, Workload, memshift, postgres_saver, statements_per_op,
 )
 from bench_storage import drop_pg_db, new_pg_db  # noqa: E402
 
@@ -53,58 +52,74 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _PLACEHOLDER = "capturedthread00"  # as long as the benchmark's thread ids
 
 
-def captured_sql(url: str, work: Workload) -> list[str]:
-    """The messages memshift classic sends for one steady-state save+load (turn 6 of a
-    thread), as psycopg sent them (parameters already adapted by psycopg)."""
+def captured_sql(url: str, work: Workload) -> list[tuple[str, dict[str, Any]]]:
+    """The statements memshift classic sends for one steady-state save+load (turn 6 of a
+    thread), with their parameters."""
     import psycopg
 
-    sent: list[str] = []
-    real = psycopg.ClientCursor.execute
+    sent: list[tuple[str, dict[str, Any]]] = []
+    real = psycopg.Cursor.execute
 
-    def execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(query)
-        return real(cur, query, *args, **kwargs)
+    def execute(cur: Any, query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        sent.append((query, dict(params or {})))
+        return real(cur, query, params, *args, **kwargs)
     op, close = CONTENDERS["memshift classic"](url, work)
     try:
         for i in range(5):
             op(_PLACEHOLDER, i)
-        psycopg.ClientCursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
         try:
             op(_PLACEHOLDER, 5)
         finally:
-            psycopg.ClientCursor.execute = real  # type: ignore[method-assign]
+            psycopg.Cursor.execute = real  # type: ignore[method-assign]
     finally:
         close()
     return sent
 
 
-def replay(messages_of: Callable[[list[str]], list[str]]) -> Callable[[str, Workload], Made]:
+# a replayed thread starts as memshift leaves a classic thread: placed, with a state row
+_SEED = ("INSERT INTO memshift_placement (thread_id, backend, version, since, pinned) "
+         "VALUES (%(t)s, 'classic', 1, 0, false)",
+         "INSERT INTO memshift_classic (thread_id, summary, folds) VALUES (%(t)s, '', 0) "
+         "RETURNING xmin::text")
+
+
+def replay(url: str, work: Workload) -> Made:
     """A contender that sends memshift's captured statements for ``thread``: its own thread
-    id, lock key and fresh message ids (so every replay inserts, as a real turn does)."""
-    def make(url: str, work: Workload) -> Made:
-        import psycopg
+    id, lock key, fresh message ids, the version its previous statement returned (the
+    compare-and-set passes, as it does in a memshift loop) and the window rows it already
+    holds (their text is not sent again, as memshift keeps them). A thread's first call seeds
+    its placement and state row (two more statements, once in ``turns``)."""
+    import psycopg
 
-        key = str(lock_key(_PLACEHOLDER))
-        holes = re.compile(f"({_PLACEHOLDER}|{key}|{_UUID.pattern})")
-        # each message cut at its thread ids, lock keys and message ids, once
-        parts = [holes.split(sql) for sql in messages_of(captured_sql(url, work))]
-        conn = psycopg.connect(url, autocommit=True)
-        cur = psycopg.ClientCursor(conn)
+    (save, save_params), (load, load_params) = captured_sql(url, work)
+    key = lock_key(_PLACEHOLDER)
+    holes = re.compile(f"({_PLACEHOLDER}|{_UUID.pattern})")
+    # each text parameter cut at its thread ids and message ids, once
+    cut = {name: [holes.split(v) for v in value] if isinstance(value, list) else value
+           for name, value in save_params.items() if name in ("mids", "tm", "wm")}
+    conn = psycopg.connect(url, autocommit=True)
+    versions: dict[str, str] = {}
+    rows: dict[str, list[int]] = {}
 
-        def op(thread: str, i: int) -> None:
-            tid = thread.ljust(len(_PLACEHOLDER), "_")[:len(_PLACEHOLDER)]
-            fill = {_PLACEHOLDER: tid, key: str(lock_key(tid))}
-            for pieces in parts:
-                cur.execute("".join(
-                    p if n % 2 == 0 else fill.setdefault(p, str(uuid.uuid4()))
-                    for n, p in enumerate(pieces)))
-                while True:
-                    if cur.description is not None:
-                        cur.fetchall()
-                    if not cur.nextset():
-                        break
-        return op, conn.close
-    return make
+    def op(thread: str, i: int) -> None:
+        tid = thread.ljust(len(_PLACEHOLDER), "_")[:len(_PLACEHOLDER)]
+        if tid not in versions:
+            conn.execute(_SEED[0], {"t": tid})
+            versions[tid] = conn.execute(_SEED[1], {"t": tid}).fetchall()[0][0]
+            rows[tid] = []
+        ids: dict[str, str] = {}
+        params = {**save_params, "t": tid, "k": lock_key(tid), "v": versions[tid]}
+        for name, texts in cut.items():
+            params[name] = ["".join(p if n % 2 == 0 else (
+                tid if p == _PLACEHOLDER else ids.setdefault(p, str(uuid.uuid4())))
+                for n, p in enumerate(pieces)) for pieces in texts]
+        (versions[tid], new), = conn.execute(save, params, prepare=True).fetchall()
+        row, = conn.execute(load, {**load_params, "t": tid, "known": rows[tid] + new},
+                            prepare=True).fetchall()
+        versions[tid], rows[tid] = row[4], row[7]
+    assert save_params["k"] == key
+    return op, conn.close
 
 
 def saver_put_get(url: str, work: Workload) -> Made:
@@ -154,9 +169,9 @@ def graph_update_get(url: str, work: Workload) -> Made:
 TABLES: dict[str, dict[str, tuple[Callable[[str, Workload], Made], int | None]]] = {
     "classic": {
         "raw driver": (CONTENDERS["raw driver"], 2),
-        "memshift SQL": (replay(lambda sent: sent), 3),
-        "memshift SQL, 2 trips": (replay(lambda sent: ["; ".join(sent[:-1]), sent[-1]]), 2),
+        "memshift SQL": (replay, 2),
         "memshift classic": (CONTENDERS["memshift classic"], None),
+        "... messages": (memshift("classic", messages=True), None),
     },
     "middleware": {
         "raw driver": (CONTENDERS["raw driver"], 2),

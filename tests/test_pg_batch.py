@@ -83,14 +83,15 @@ def trips() -> Iterator[list[list[str]]]:
 def test_a_classic_save_is_two_round_trips_and_a_load_one(fresh_store: Any) -> None:
     memory = SummaryMemory(backend="classic", store=fresh_store("postgres"))
     memory.save("t", "q0", "a0")
-    with trips() as sent:
+    with trips() as sent:  # no load seen the thread here: the usual path
         memory.save("t", *filler_turn("t", 1, 8))
     # the lock is taken before anything is read; the placement read, the turn and the state
-    # read travel together
-    assert sent == [["BEGIN", "SELECT", "SELECT", "INSERT", "SELECT"], ["INSERT", "COMMIT"]], sent
+    # read travel together; the window and the state row's new version with the COMMIT
+    assert sent == [["BEGIN", "SELECT", "SELECT", "INSERT", "SELECT"],
+                    ["INSERT", "INSERT", "COMMIT"]], sent
     with trips() as sent:
         view = memory.load("t")
-    assert sent == [["SELECT", "SELECT"]], sent  # the placement and the state: one round trip
+    assert sent == [["SELECT"]], sent  # placement, version and state: one statement
     assert [m.content for m in view.messages][-1].startswith("answer 1")
     memory.close()
 

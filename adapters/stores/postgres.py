@@ -3,7 +3,9 @@
 A write is one connection checkout and one transaction. Its first statement takes
 ``pg_advisory_xact_lock(hash(thread id))``: the lock ends with the transaction, so a dead
 connection rolls the turn back and releases the lock together, and a committed turn is
-never overwritten. ``PostgresSaver`` joins the same transaction for checkpoint writes.
+never overwritten. ``PostgresSaver`` joins the same transaction for checkpoint writes. A
+steady-state classic save and load are one statement each, under the same lock
+(``adapters.stores.postgres_classic``).
 
 Schema setup (memshift's tables, ``PostgresSaver.setup()``) runs under a *try*-lock that
 waiters poll: ``setup()`` runs ``CREATE INDEX CONCURRENTLY``, which waits for every open
@@ -28,6 +30,7 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
+from adapters.stores.postgres_classic import PostgresClassic, call_on
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import read_once
 from adapters.stores.url import (
@@ -179,6 +182,7 @@ class PostgresStore(SqlStore):
                                max_overflow=pool_size, hide_parameters=True,
                                connect_args={"prepare_threshold": None})
         super().__init__(redacted, engine)
+        self.classic = PostgresClassic(self)
         self._pool_size = pool_size
         self.checkpoints = _PostgresCheckpoints(self, keep_checkpoints)
         if create_schema:
@@ -211,6 +215,16 @@ class PostgresStore(SqlStore):
         return create_async_engine(sqlalchemy_url(self.conninfo), pool_size=self._pool_size,
                                    max_overflow=self._pool_size, hide_parameters=True,
                                    connect_args={"prepare_threshold": None})
+
+    def call(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """One statement in a transaction of its own, in one round trip, prepared
+        (``adapters.stores.postgres_classic``)."""
+        return call_on(self.engine, sql, params)
+
+    async def acall(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        from sqlalchemy.util import greenlet_spawn
+
+        return await greenlet_spawn(call_on, self._async_engine().sync_engine, sql, params)
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         conn.exec_driver_sql(_LOCK, {"key": lock_key(thread_id)})
