@@ -100,12 +100,14 @@ def prompt_text(policy: MemoryPolicy) -> str:
     return prompt if isinstance(prompt, str) else str(policy.prompt.template)
 
 
-def _prompt_echoed(text: str, prompt: str) -> bool:
-    """Two of the prompt's own long lines (one, when it has only one) in the reply."""
+def _prompt_echoed(text: str, prompt: str, source: str) -> bool:
+    """One of the prompt's own long lines in the reply, unless ``source`` (the folded text and
+    the previous summary) has it too: a small model that echoes an instruction or copies the
+    prompt's example does so a line at a time."""
     lines = {_flat(line) for part in _VARIABLE.split(prompt) for line in part.splitlines()}
-    lines = {line for line in lines if len(line) >= PROMPT_LINE_CHARS}
-    flat = _flat(text)
-    return bool(lines) and sum(line in flat for line in lines) >= min(2, len(lines))
+    flat, given = _flat(text), _flat(source)
+    return any(len(line) >= PROMPT_LINE_CHARS and line in flat and line not in given
+               for line in lines)
 
 
 def verdict(text: str, policy: MemoryPolicy, previous: str,
@@ -118,7 +120,7 @@ def verdict(text: str, policy: MemoryPolicy, previous: str,
     folded_text = "\n".join(message_text(m) for m in folded)
     if len(text) <= REFUSAL_CHARS and _REFUSAL.match(text.replace("\u2019", "'")):
         return SummaryRejected("refusal", "the reply reads as a refusal or an apology")
-    if _prompt_echoed(text, prompt_text(policy)):
+    if _prompt_echoed(text, prompt_text(policy), previous + "\n" + folded_text):
         return SummaryRejected("prompt echoed", "the reply repeats the summary prompt")
     kept_text = _norm("\n".join(message_text(m) for m in kept))
     # specifics of the folded text a summary has to carry (those in the kept window stay)

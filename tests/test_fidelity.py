@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compat.fidelity import FIDELITY_SET, run_fidelity
+from compat.fidelity import FIDELITY_SET, format_fidelity, run_fidelity
 from tests._cli import run_memshift
 from tests.conftest import ROOT
 
@@ -91,3 +91,47 @@ def test_eval_fidelity_writes_a_chart_and_runs_with_the_ledger(tmp_path: Path) -
     assert "memshift +ledger, depth 8-10: 4/4" in html  # a bar's own label
     bad = run_memshift("eval", "--report", str(tmp_path / "x.html"))
     assert bad.returncode == 2 and "--fidelity" in bad.stderr
+
+
+def test_eval_fidelity_runs_the_policy_options_given_over_the_sets_own() -> None:
+    done = run_memshift("eval", "--fidelity", "--language", "en", "--prompt", "memshift",
+                        "--max-summary-tokens", "64", "--max-tokens", "600", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = json.loads(done.stdout)["runs"]
+    assert [(r["language"], r["prompt"]) for r in runs] == [("en", "memshift")]
+    assert runs[0]["policy"] == {"max_tokens": 600, "keep_tokens": 200, "retry_backoff": 0.0,
+                                 "max_summary_tokens": 64}
+    assert "max_summary_tokens=64" in done.stderr and "max_tokens=600" in done.stderr
+    plain = json.loads(run_memshift("eval", "--fidelity", "--language", "en", "--prompt",
+                                    "memshift", "--json").stdout)["runs"][0]
+    assert plain["policy"] == {"max_tokens": 400, "keep_tokens": 200, "retry_backoff": 0.0}
+    assert plain["summarizer_calls"] > runs[0]["summarizer_calls"]  # rarer folds at 600
+    bad = run_memshift("eval", "--fidelity", "--store", "sqlite:///x.db")
+    assert bad.returncode == 2 and "not a store's" in bad.stderr
+    assert run_memshift("eval", "--language", "en").returncode == 2
+
+
+def test_a_model_run_without_a_cap_gets_the_model_default() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from compat.fidelity import MODEL_SUMMARY_CAP
+
+    runs = run_fidelity(llm=FakeListChatModel(responses=["Alice paid 12 EUR on 2024-01-02."]),
+                        languages=("en",))
+    assert runs[0].policy["max_summary_tokens"] == MODEL_SUMMARY_CAP
+    capped = run_fidelity(llm=FakeListChatModel(responses=["x y z"]), languages=("en",),
+                          overrides={"max_summary_tokens": 90})
+    assert capped[0].policy["max_summary_tokens"] == 90
+    assert "max_summary_tokens" not in run_fidelity(languages=("en",))[0].policy
+
+
+def test_rejected_folds_are_retried_each_turn_and_counted() -> None:
+    """A replay is faster than any backoff: the set's turns stand for a user's pace, so a
+    rejected fold is retried on the next save and the fallback is reached, and counted."""
+    runs = run_fidelity(summarizer=lambda summary, messages: "I'm sorry, I can't help with that.",
+                        languages=("en",))
+    run = runs[0]
+    assert run.rejected >= 3 and run.fallback >= 1, run
+    assert run.summarizer_calls > 3
+    assert run.backends_agree and run.facts_kept["classic"] >= 1
+    assert "rejected" in format_fidelity(runs) and "fallback" in format_fidelity(runs)

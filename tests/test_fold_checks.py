@@ -22,6 +22,7 @@ from adapters import MemoryPolicy
 from adapters.extractive import ExtractiveSummarizer
 from adapters.fold_check import REJECTED, specifics, verdict
 from adapters.policy_prompt import DEFAULT_SUMMARY_PROMPT
+from langchain_classic.memory.prompt import SUMMARY_PROMPT as STOCK_PROMPT
 from compat import SummaryMemory, admin
 
 TURNS = 6
@@ -48,16 +49,24 @@ def _echo_prompt(summary: str, messages: Any) -> str:
     return DEFAULT_SUMMARY_PROMPT.replace("{summary}", summary).replace("{new_lines}", lines)
 
 
+def _one_line_echoed(summary: str, messages: Any) -> str:
+    """What SmolLM2-135M replied to memshift's prompt: one instruction line, then the
+    conversation copied (every specific kept, so only the echo rule catches it)."""
+    return ("Keep names, numbers, decisions, constraints, corrections (the later statement "
+            "wins) and open tasks.\n" + "\n".join(f"{m.type}: {m.text}" for m in messages))
+
+
 VAGUE = "The user and the assistant went over some tickets, orders, log files, links and mail."
 BAD: dict[str, Any] = {  # reason -> the reply (summary, messages) -> str
     "empty": lambda s, m: "",
     "blank": lambda s, m: "  \n\t ",
     "prompt echoed": _echo_prompt,
+    "one prompt line echoed": _one_line_echoed,
     "refusal": lambda s, m: "I'm sorry, I can't help with that.",
     "over cap": lambda s, m: "ramble " * 2000,
     "specifics dropped": lambda s, m: VAGUE,
 }
-REASON = {"blank": "empty"}
+REASON = {"blank": "empty", "one prompt line echoed": "prompt echoed"}
 
 
 @pytest.fixture
@@ -319,3 +328,20 @@ def test_a_summary_that_quotes_a_refusal_is_not_a_refusal() -> None:
     assert verdict("ai: I'm sorry, I can't share the key.", policy, "", folded, []) is None
     assert verdict("The assistant said sorry and did not share the key.", policy, "",
                    folded, []) is None
+
+
+def test_a_prompt_line_the_conversation_itself_holds_is_not_an_echo() -> None:
+    policy = _policy()
+    line = ("Leave out greetings and small talk. Do not state guesses as facts. Reply with the "
+            "new summary only.")
+    folded = [HumanMessage(f"Our style guide says: {line} Tickets INV-1 and INV-2.")]
+    assert verdict(f"The style guide says: {line} Tickets INV-1, INV-2.", policy, "",
+                   folded, []) is None
+    rejected = verdict(f"{line} Tickets INV-1, INV-2.", policy, "",
+                       [HumanMessage("Tickets INV-1 and INV-2.")], [])
+    assert rejected is not None and rejected.reason == "prompt echoed"
+    stock = _policy(summary_prompt=STOCK_PROMPT)  # stock's few-shot example copied back
+    copied = ("The human asks what the AI thinks of artificial intelligence. The AI thinks "
+              "artificial intelligence is a force for good. Tickets INV-1, INV-2.")
+    rejected = verdict(copied, stock, "", [HumanMessage("Tickets INV-1 and INV-2.")], [])
+    assert rejected is not None and rejected.reason == "prompt echoed"

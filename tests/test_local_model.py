@@ -126,3 +126,39 @@ def test_usage_metadata_from_real_replies_does_not_trigger_folds(local_server: s
     assert memory.policy is None or memory.active_policy.count(messages) < 400
     assert not memory.middleware._should_summarize(messages, 10**6), "memshift must not"
     assert memory.load("agent-1").folds == 0 and len(memory.transcript("agent-1")) == 2
+
+
+def test_fidelity_table_with_the_local_model(local_server: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41's model table, printed into the CI log: stock's prompt and memshift's with the
+    same real model, then memshift's with the specifics ledger, both languages."""
+    import json
+
+    from compat import cli
+    from compat.fidelity import MODEL_SUMMARY_CAP
+
+    model = ["--model", "openai:smollm2", "--base-url", local_server, "--json"]
+    results = []
+    for extra in ([], ["--prompt", "memshift", "--keep-specifics"]):
+        code = cli.main(["eval", "--fidelity", "--quiet", *model, *extra])
+        out = capsys.readouterr().out
+        assert code == 0, out[-2000:]  # 0: both backends kept the same facts
+        results.append(json.loads(out))
+    runs = [run for result in results for run in result["runs"]]
+    assert {(r["language"], r["prompt"]) for r in runs} == {
+        (lang, prompt) for lang in ("en", "zh")
+        for prompt in ("stock", "memshift", "memshift +ledger")}
+    for run in runs:
+        assert run["summarizer_calls"] > 0 and run["backends_agree"]
+        assert run["policy"]["max_summary_tokens"] == MODEL_SUMMARY_CAP
+        assert run["prompt_tokens"] < run["full_tokens"]
+    kept = {(r["language"], r["prompt"]): r["facts_kept"]["classic"] for r in runs}
+    for lang in ("en", "zh"):  # the ledger only adds: what a summary dropped, verbatim
+        assert kept[lang, "memshift +ledger"] >= kept[lang, "memshift"]
+    from compat.fidelity import FidelityRun, format_fidelity
+
+    table = format_fidelity([FidelityRun(**{k: v for k, v in r.items()
+                                            if k != "facts_per_1k_prompt_tokens"}) for r in runs])
+    with capsys.disabled():
+        print("\nfidelity set with SmolLM2-135M (llama.cpp), summaries capped at "
+              f"{MODEL_SUMMARY_CAP} tokens:\n{table}")

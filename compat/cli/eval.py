@@ -47,6 +47,9 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
 @click.option("--keep-specifics", is_flag=True,
               help="With --fidelity: run with MemoryPolicy(keep_specifics=True), the ledger of "
                    "the specifics a summary dropped.")
+@click.option("--language", "languages", multiple=True, type=click.Choice(["en", "zh"]),
+              help="With --fidelity: the language(s) of the set to run (repeatable). "
+                   "[default: en and zh]")
 @click.option("--report", "html", type=click.Path(dir_okay=False), metavar="HTML",
               help="With --fidelity: also write an HTML page charting facts kept by depth.")
 @click.option("--cases", type=click.Path(file_okay=False), metavar="DIR",
@@ -65,7 +68,7 @@ def _override(opts: dict[str, Any], store: str | None, out: Output) -> dict[str,
               help="Print the result as one JSON document on stdout. (The old form --json FILE "
                    "still writes FILE, like --output FILE.)")
 def eval_command(fidelity: bool, prompts: tuple[str, ...], keep_specifics: bool,
-                 html: str | None, cases: str | None,
+                 languages: tuple[str, ...], html: str | None, cases: str | None,
                  min_score: float | None, as_json: str | None, output: str | None, quiet: bool,
                  **opts: Any) -> int:
     """Score the summarizer on the evaluation set: what must survive a fold, does it?
@@ -81,10 +84,10 @@ def eval_command(fidelity: bool, prompts: tuple[str, ...], keep_specifics: bool,
         output, as_json = output or as_json, None
     out = Output(as_json == "-", output, quiet)
     if fidelity:
-        return _fidelity(prompts or ("stock", "memshift"), min_score, out, opts,
-                         keep_specifics, html)
-    if keep_specifics or html:
-        raise click.UsageError("--keep-specifics and --report go with --fidelity")
+        return _fidelity(prompts or ("stock", "memshift"), languages or ("en", "zh"),
+                         min_score, out, opts, keep_specifics, html)
+    if keep_specifics or html or languages:
+        raise click.UsageError("--keep-specifics, --language and --report go with --fidelity")
     store = resolve_store(opts, "", None, out, required=False)
     if store:
         check_url(store, "--store", must_exist=True)
@@ -101,17 +104,31 @@ def eval_command(fidelity: bool, prompts: tuple[str, ...], keep_specifics: bool,
     return code
 
 
-def _fidelity(prompts: tuple[str, ...], min_score: float | None, out: Output,
-              opts: dict[str, Any], keep_specifics: bool, html: str | None) -> int:
-    """``eval --fidelity``: the set's facts kept by fold depth (``compat.fidelity``)."""
-    from compat.fidelity import format_fidelity, run_fidelity
+def _fidelity(prompts: tuple[str, ...], languages: tuple[str, ...], min_score: float | None,
+              out: Output, opts: dict[str, Any], keep_specifics: bool, html: str | None) -> int:
+    """``eval --fidelity``: the set's facts kept by fold depth (``compat.fidelity``), with the
+    policy options given over the set's own policy."""
+    from compat.fidelity import MODEL_SUMMARY_CAP, format_fidelity, run_fidelity
 
+    stores = ("store", "store_file", "store_env")
+    if opts.get("policy_override") or any(opts.get(k) for k in stores):
+        raise click.UsageError("--fidelity runs the set's own policy with the policy options "
+                               "given over it (--max-tokens, --max-summary-tokens, ...), not a "
+                               "store's: pass the store's values as options")
+    given = {k: opts[k] for k in FIELDS if opts.get(k) is not None}
     llm = model_from(opts)
     summarizer = opts.get("model") or "memshift offline (no model)"
+    cap = given.get("max_summary_tokens") or (MODEL_SUMMARY_CAP if llm is not None else None)
     out.header(f"summarizer: {summarizer}; prompts: " + ", ".join(prompts)
-               + ("; with the specifics ledger (keep_specifics)" if keep_specifics else ""))
+               + ("; with the specifics ledger (keep_specifics)" if keep_specifics else "")
+               + "; policy: the set's"
+               + "".join(f", {k}={v}" for k, v in given.items() if k != "max_summary_tokens")
+               + (f", max_summary_tokens={cap}" if cap else "")
+               + (" (the model-run default)" if cap and "max_summary_tokens" not in given
+                  else ""))
     runs = [run for prompt in prompts
-            for run in run_fidelity(llm=llm, prompt=prompt, keep_specifics=keep_specifics)]
+            for run in run_fidelity(llm=llm, prompt=prompt, keep_specifics=keep_specifics,
+                                    languages=languages, overrides=given)]
     table = format_fidelity(runs)
     out.line(table)
     if html:

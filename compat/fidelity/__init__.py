@@ -22,16 +22,24 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from adapters import MemoryPolicy
+from adapters.fold_check import REJECTED
 from adapters.summarizer import CachingSummarizer, build_summarizer
 from adapters.tokens import message_text
 from compat.memory import SummaryMemory
 
-__all__ = ["BUCKETS", "FIDELITY_SET", "FidelityRun", "format_fidelity", "prompt_named",
-           "run_fidelity"]
+__all__ = ["BUCKETS", "FIDELITY_SET", "MODEL_SUMMARY_CAP", "FidelityRun", "format_fidelity",
+           "prompt_named", "run_fidelity"]
 
 FIDELITY_SET = Path(__file__).resolve().parents[1] / "eval_cases" / "fidelity"
 BUCKETS = ((0, 0, "window"), (1, 1, "1"), (2, 2, "2"), (3, 4, "3-4"), (5, 7, "5-7"),
            (8, 10, "8-10"), (11, 10_000, "11+"))
+# A model run's summary cap when neither the set nor the caller sets one: without it a small
+# model writes until its context is full and one fold takes minutes.
+MODEL_SUMMARY_CAP = 256
+# The set's turns stand for a user's pace, not a replay's: a rejected or failed fold is retried
+# on the next save (``retry_backoff`` 0), so ``max_failed_folds`` and the fallback are reached
+# as they would be in a live conversation, not skipped by a backoff that never ends mid-replay.
+SET_DEFAULTS = {"retry_backoff": 0.0}
 
 
 def _norm(text: str) -> str:
@@ -58,6 +66,7 @@ class FidelityRun:
 
     language: str
     prompt: str
+    policy: dict[str, Any] = field(default_factory=dict)  # what every fold ran with
     kept: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # backend -> bucket
     facts_kept: dict[str, int] = field(default_factory=dict)
     facts: int = 0
@@ -66,6 +75,8 @@ class FidelityRun:
     full_tokens: int = 0  # the whole history
     summarizer_calls: int = 0
     summarizer_tokens: int = 0
+    rejected: int = 0  # folds the fail-closed check turned down (first backend)
+    fallback: int = 0  # folds the offline fallback made after repeated failures (first backend)
     backends_agree: bool = True
     missing: list[str] = field(default_factory=list)  # kind@depth of the facts not kept
 
@@ -95,9 +106,11 @@ def _turns(path: Path) -> list[tuple[str, str]]:
 
 
 def _one(meta: dict[str, Any], turns: list[tuple[str, str]], backend: str, policy: MemoryPolicy,
-         summarizer: Any) -> tuple[dict[int, int], str, int, int]:
+         summarizer: Any) -> tuple[dict[int, int], str, int, int, list[dict[str, Any]]]:
     """Replay through one backend: each fact's fold number when its message left the window,
-    the final memory text, its folds and its prompt tokens."""
+    the final memory text, its folds, its prompt tokens and its fold records."""
+    from compat.admin import summary_history
+
     thread = meta["name"]
     said = {f["id"]: f.get("corrected", {}).get("turn", f["turn"]) for f in meta["facts"]}
     folded_at: dict[int, int] = {}
@@ -111,7 +124,8 @@ def _one(meta: dict[str, Any], turns: list[tuple[str, str]], backend: str, polic
                     folded_at[fact_id] = view.folds
         view = memory.load(thread)
         text = view.summary + " " + " ".join(message_text(m) for m in view.messages)
-        return folded_at, text, view.folds, policy.count(view.as_messages())
+        return (folded_at, text, view.folds, policy.count(view.as_messages()),
+                summary_history(memory, thread))
 
 
 def _bucket(depth: int) -> str:
@@ -121,25 +135,35 @@ def _bucket(depth: int) -> str:
 def run_fidelity(*, llm: Any = None, summarizer: Any = None, prompt: str = "memshift",
                  languages: Sequence[str] = ("en", "zh"),
                  backends: Sequence[str] = ("classic", "middleware"),
-                 folder: Path = FIDELITY_SET, keep_specifics: bool = False) -> list[FidelityRun]:
+                 folder: Path = FIDELITY_SET, keep_specifics: bool = False,
+                 overrides: dict[str, Any] | None = None) -> list[FidelityRun]:
     """Every language of the set with one prompt (``prompt_named``) and one summarizer
     (``summarizer``, or one built on ``llm``, else memshift's offline one), through each
-    backend; ``keep_specifics``: with the policy's specifics ledger."""
+    backend; ``keep_specifics``: with the policy's specifics ledger; ``overrides``: policy
+    fields over the set's own (a model run with no cap gets ``MODEL_SUMMARY_CAP``)."""
     label, text = prompt_named(prompt)
     runs = []
     for language in languages:
         meta = json.loads((folder / f"fidelity_{language}.json").read_text(encoding="utf-8"))
         turns = _turns(folder / f"fidelity_{language}.jsonl")
-        policy = MemoryPolicy(**meta["policy"], **({"summary_prompt": text} if text else {}),
+        fields = {**meta["policy"], **SET_DEFAULTS, **(overrides or {})}
+        if llm is not None and summarizer is None:
+            fields.setdefault("max_summary_tokens", MODEL_SUMMARY_CAP)
+        policy = MemoryPolicy(**fields, **({"summary_prompt": text} if text else {}),
                               keep_specifics=keep_specifics)
         metered = _Metered(build_summarizer(policy, llm, summarizer), policy)
         shared = CachingSummarizer(metered)
         run = FidelityRun(language, label + (" +ledger" if keep_specifics else ""),
-                          facts=len(meta["facts"]))
+                          policy=fields, facts=len(meta["facts"]))
         run.full_tokens = policy.count([SystemMessage(t) for turn in turns for t in turn])
         kept_sets = []
         for backend in backends:
-            folded_at, memory_text, folds, tokens = _one(meta, turns, backend, policy, shared)
+            folded_at, memory_text, folds, tokens, records = _one(meta, turns, backend, policy,
+                                                                  shared)
+            if backend == backends[0]:
+                run.rejected = sum((r["error"] or "").startswith(REJECTED) for r in records)
+                run.fallback = sum(r["summarizer"] == "fallback" and not r["error"]
+                                   for r in records)
             buckets = {name: [0, 0] for _, _, name in BUCKETS}
             kept_ids = set()
             for fact in meta["facts"]:
@@ -168,7 +192,8 @@ def format_fidelity(runs: list[FidelityRun]) -> str:
     names = [name for _, _, name in BUCKETS]
     lines = ["facts kept (of planted) by fold depth; depth 0 = still verbatim in the window",
              f"{'lang':<5}{'prompt':<17}{'backend':<11}" + "".join(f"{n:>8}" for n in names)
-             + f"{'all':>8}{'per 1k prompt tok':>19}{'calls':>7}{'agree':>7}"]
+             + f"{'all':>8}{'per 1k prompt tok':>19}{'calls':>7}{'rejected':>10}"
+             f"{'fallback':>10}{'agree':>7}"]
     for run in runs:
         for backend, buckets in run.kept.items():
             cells = "".join(f"{f'{buckets[n][0]}/{buckets[n][1]}' if n in buckets else '-':>8}"
@@ -176,5 +201,6 @@ def format_fidelity(runs: list[FidelityRun]) -> str:
             lines.append(f"{run.language:<5}{run.prompt:<17}{backend:<11}{cells}"
                          f"{f'{run.facts_kept[backend]}/{run.facts}':>8}"
                          f"{run.per_1k_prompt_tokens:>19}{run.summarizer_calls:>7}"
+                         f"{run.rejected:>10}{run.fallback:>10}"
                          f"{'yes' if run.backends_agree else 'NO':>7}")
     return "\n".join(lines)
