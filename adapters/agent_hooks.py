@@ -32,6 +32,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from adapters._upstream import run_checkpointer
 from adapters.backends.base import FoldFn
 from adapters.backends.middleware_parts import split_summary
 from adapters.errors import SummarizerError
@@ -264,11 +265,11 @@ class FoldHooks:
     def model_turn(self, messages: Sequence[BaseMessage]) -> None:
         """After a model call (``messages``: the state's and the answer): on a saver that
         does not record these hooks' turns, record them now, in a transaction of their own."""
-        if (thread_id := _run_thread()) is not None and _run_checkpointer() not in self.recorders:
+        if (thread_id := _run_thread()) is not None and run_checkpointer() not in self.recorders:
             run_sync(self._turn_steps(thread_id, messages))
 
     async def amodel_turn(self, messages: Sequence[BaseMessage]) -> None:
-        if (thread_id := _run_thread()) is not None and _run_checkpointer() not in self.recorders:
+        if (thread_id := _run_thread()) is not None and run_checkpointer() not in self.recorders:
             await run_async(self._turn_steps(thread_id, messages))
 
 
@@ -290,18 +291,3 @@ def _run_thread() -> str | None:
         return None
     return storage_id(tid) if isinstance(tid, str) and tid else tid
 
-
-def _run_checkpointer() -> Any:
-    """The checkpointer of the LangGraph run we are called from; ``None`` outside a run or
-    where LangGraph stops naming it (then the turn is recorded here too: the transcript
-    ignores an id it holds, nothing is lost)."""
-    from langgraph.config import get_config
-
-    try:  # LangGraph's config key, kept public in ``langgraph.constants.__all__``
-        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
-    except ImportError:
-        return None
-    try:
-        return get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
-    except RuntimeError:  # not inside a graph run
-        return None

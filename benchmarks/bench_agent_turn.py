@@ -20,7 +20,8 @@ round trips
 
 A third row runs ``memory.middleware`` on LangGraph's own saver (no placement, no retention):
 the difference to the memshift row is what ``memory.checkpointer`` adds, the difference to
-stock is what memshift's middleware adds (its ``after_agent`` step and transcript write).
+stock is what memshift's middleware adds (on a saver that is not ``memory.checkpointer``, the
+transcript written after the model call, in a transaction of its own; it adds no node).
 
     python benchmarks/bench_agent_turn.py [--turns 20] [--pg postgresql://...]
 

@@ -169,9 +169,10 @@ def test_an_agent_turn_on_postgres_costs_at_most_one_transaction_more(measured: 
     "12, plus the placement read with the run's checkpoint (1), the input write's memshift "
     "transaction (BEGIN, the thread's advisory lock, the placement, retention, COMMIT: 5) "
     "and the transaction of the answer's checkpoint that records the transcript (BEGIN, the "
-    "lock, one multi-row INSERT, COMMIT: 4). Fewer needs the store (adapters/stores/postgres.py"
-    ", sql.py): the placement read in the statement that reads the checkpoint, a recording "
-    "transaction without the advisory lock; see the issue note"))
+    "lock, one multi-row INSERT, COMMIT: 4). Those two (the placement in the union read, a "
+    "recording transaction without the lock) give 20; 15 needs the writes' own statements in "
+    "PostgresSaver's pipeline, committed by its sync (no BEGIN/COMMIT): the transcript INSERT "
+    "in the answer's put, the lock and a placement guard that aborts in the input's put"))
 def test_an_agent_turn_on_postgres_costs_what_stock_costs(measured: Any) -> None:
     ours, stock = measured
     assert ours[0] <= 1.25 * stock[0], (ours, stock)

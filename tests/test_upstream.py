@@ -284,3 +284,58 @@ def test_the_otel_api_stand_ins_memshift_recognises_are_the_installed_ones() -> 
     assert isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     assert otel_sdk_installed() is False
+
+
+def test_a_run_carries_its_checkpointer_where_memshift_reads_it() -> None:
+    """``run_checkpointer`` reads Pregel's ``CONFIG_KEY_CHECKPOINTER`` from the run's config:
+    inside a node of a graph compiled with a saver it is that saver, outside a run ``None``
+    (if LangGraph moves it, runs on ``memory.checkpointer`` would record turns twice)."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        n: int
+
+    seen: list = []
+
+    def node(state: State) -> State:
+        seen.append(upstream.run_checkpointer())
+        return {"n": state["n"] + 1}
+
+    saver = InMemorySaver()
+    graph = StateGraph(State).add_node("node", node).add_edge(START, "node") \
+        .add_edge("node", END).compile(checkpointer=saver)
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert seen == [saver]
+    assert upstream.run_checkpointer() is None
+
+
+def test_the_one_statement_sqlite_read_answers_what_get_tuple_answers(tmp_path: Path) -> None:
+    """``sqlite_get_tuple_with`` is ``SqliteSaver.get_tuple`` (its SQL and deserialization)
+    in one statement: the latest checkpoint, one by id, pending writes in their order, a
+    missing thread, and the extra rows it reads in the same statement."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(tmp_path / "c.db", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    config: dict = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    ids = []
+    for step in range(3):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [f"m{step}"]}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {})
+        saver.put_writes(config, [("messages", f"w{step}"), ("other", {"x": step})], "task-b")
+        saver.put_writes(config, [("messages", f"v{step}")], "task-a")
+        ids.append(config["configurable"]["checkpoint_id"])
+    extra = "SELECT 'a', 2, 3.5, NULL, x'00', 'f' WHERE ? = 't'"
+    for asked in ({"configurable": {"thread_id": "t"}},
+                  {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": ids[1]}},
+                  {"configurable": {"thread_id": "none"}}):
+        found, rows = upstream.sqlite_get_tuple_with(conn, asked, extra, ("t",))
+        assert found == saver.get_tuple(asked)
+        assert rows == [("a", 2, 3.5, None, b"\x00", "f")]
+    conn.close()

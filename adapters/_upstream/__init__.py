@@ -2,7 +2,8 @@
 
 Read it when LangChain or LangGraph releases: ``middleware`` (stock
 ``SummarizationMiddleware``'s helpers), ``savers`` (LangGraph savers inside memshift's
-transaction, their DDL), ``inmemory`` (``InMemorySaver``'s storage), ``otel``
+transaction, their DDL), ``inmemory`` (``InMemorySaver``'s storage), ``runs`` (a run's
+checkpointer in its config), ``otel``
 (OpenTelemetry's stand-ins). This module checks that the hooks are there:
 ``check_upstream()`` runs when a memory is built (``check_middleware_upstream()`` when it
 first builds its middleware) and fails, naming the installed versions, when a hook has gone;
@@ -24,9 +25,11 @@ from adapters._upstream.middleware import (
     summary_call_config, validate_context_size,
 )
 from adapters._upstream.otel import otel_sdk_installed
+from adapters._upstream.runs import run_checkpointer
 from adapters._upstream.savers import (
     async_sqlite_saver_in_transaction, daemon_aiosqlite, mark_setup_done,
-    postgres_saver_migrations, saver_cursor, sqlite_saver_in_transaction, sqlite_saver_setup_sql,
+    postgres_saver_migrations, saver_cursor, sqlite_get_tuple_with, sqlite_saver_in_transaction,
+    sqlite_saver_setup_sql,
 )
 from adapters.errors import ConfigError
 
@@ -56,9 +59,11 @@ __all__ = [
     "DELTA_METADATA_KEYS",
     "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
+    "sqlite_get_tuple_with",
     "postgres_saver_migrations",
     "sqlite_saver_setup_sql",
     "otel_sdk_installed",
+    "run_checkpointer",
     "inmemory_erase",
     "check_classic_upstream",
 ]

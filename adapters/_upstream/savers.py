@@ -12,8 +12,8 @@ import sqlite3
 from typing import Any
 
 __all__ = ["async_sqlite_saver_in_transaction", "daemon_aiosqlite", "mark_setup_done",
-           "postgres_saver_migrations", "saver_cursor", "sqlite_saver_in_transaction",
-           "sqlite_saver_setup_sql"]
+           "postgres_saver_migrations", "saver_cursor", "sqlite_get_tuple_with",
+           "sqlite_saver_in_transaction", "sqlite_saver_setup_sql"]
 
 
 def mark_setup_done(saver: Any) -> Any:
@@ -73,6 +73,61 @@ def async_sqlite_saver_in_transaction(conn: Any) -> Any:
     from adapters.stores.tx_saver import read_once
 
     return mark_setup_done(read_once(AsyncSqliteSaver)(_NoCommit(conn)))
+
+
+def sqlite_get_tuple_with(conn: Any, config: Any, also: str,
+                          params: tuple[Any, ...]) -> tuple[Any, list[tuple[Any, ...]]]:
+    """``SqliteSaver.get_tuple(config)`` and the rows of ``also`` (a ``SELECT`` of six
+    columns, ``params`` its parameters) in one statement on the DBAPI connection ``conn``:
+    one snapshot without ``BEGIN``/``COMMIT``. ``get_tuple``'s two statements (the checkpoint,
+    its pending writes: ``pending_writes_sql``) and its deserialization, as one ``UNION ALL``
+    (``tests/test_upstream.py`` checks it answers what ``get_tuple`` answers)."""
+    import json
+
+    from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+    from langgraph.checkpoint.sqlite.utils import load_pending_writes
+
+    conf = config["configurable"]
+    thread_id, ns, wanted = str(conf["thread_id"]), conf.get("checkpoint_ns", ""), \
+        get_checkpoint_id(config)
+    pick = "AND checkpoint_id = ?" if wanted else "ORDER BY checkpoint_id DESC LIMIT 1"
+    sql = ("WITH c AS (SELECT thread_id, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+           f"metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? {pick}) "
+           "SELECT 0, * FROM c UNION ALL SELECT 1, w.task_id, w.channel, w.type, w.value, "
+           "w.task_path, w.idx FROM writes w JOIN c ON w.thread_id = c.thread_id "
+           "AND w.checkpoint_id = c.checkpoint_id WHERE w.checkpoint_ns = ? "
+           f"UNION ALL SELECT 2, * FROM ({also})")
+    args = (thread_id, ns, *((wanted,) if wanted else ()), ns, *params)
+    cursor = conn.cursor()
+    try:
+        cursor.execute(sql, args)
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    parts: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+    for row in rows:
+        parts[row[0]].append(tuple(row[1:]))
+    (found, writes, extra) = parts
+    if not found:
+        return None, extra
+    tid, checkpoint_id, parent, type_, checkpoint, metadata = found[0]
+    if not wanted:
+        config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns,
+                                   "checkpoint_id": checkpoint_id}}
+    serde = _serde()
+    parent_config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns,
+                                      "checkpoint_id": parent}} if parent else None
+    return CheckpointTuple(config, serde.loads_typed((type_, checkpoint)),
+                           json.loads(metadata) if metadata is not None else {},
+                           parent_config, load_pending_writes(writes, serde)), extra
+
+
+@functools.cache
+def _serde() -> Any:
+    """The serializer a saver built without one uses (the joined savers' own)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    return BaseCheckpointSaver().serde
 
 
 class _NoCommit:

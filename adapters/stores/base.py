@@ -24,6 +24,7 @@ take a transaction and are run by ``Store.run`` / ``Store.arun``, so SQL is writ
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -99,6 +100,8 @@ class Checkpoints(ABC):
     """LangGraph checkpoints of middleware threads."""
 
     keep: int = 4  # checkpoints kept per thread by retention
+    # (tx, config) -> (placement, get_tuple(config)) in one statement, where a store has it
+    get_placed: Callable[[Tx, Any], tuple[Placement | None, Any]] | None = None
     bound: int = 20  # at most this many root checkpoints per thread between retentions
 
     @property
@@ -377,9 +380,12 @@ def store_io(store: Store, tx: Tx, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def in_transaction(store: Store, thread_id: str, body: Callable[[Tx], Any],
-                   write: bool = True) -> Any:
-    """Steps (see ``adapters.io``) that run ``body(tx)`` (itself steps) in one transaction."""
-    tx = yield IO(store.begin, store.abegin, thread_id, write)
+                   write: bool = True, single: bool = False) -> Any:
+    """Steps (see ``adapters.io``) that run ``body(tx)`` (itself steps) in one transaction
+    (``single``: a read of one statement, where ``Checkpoints.get_placed`` is offered)."""
+    begin = (store.begin, store.abegin) if not single else (
+        functools.partial(store.begin, single=True), functools.partial(store.abegin, single=True))
+    tx = yield IO(*begin, thread_id, write)
     try:
         result = yield from body(tx)
     except GeneratorExit:

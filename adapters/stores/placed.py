@@ -42,7 +42,7 @@ from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
 from adapters.stores.placed_ops import MIXINS, OPERATIONS, ThreadOperations
 from adapters.stores.pruned import refuse_pruned
-from adapters.stores.tx_saver import ajoined_get, ajoined_put, joined_get, joined_put
+from adapters.stores.tx_saver import ajoined_put, aplaced_get, joined_put, placed_get
 from adapters.thread_keys import storage_id
 
 if TYPE_CHECKING:
@@ -101,6 +101,12 @@ class _Moved(Exception):
         self.placement = placement
 
 
+def _still(claimed: Placement, now: Placement | None) -> None:
+    """``now`` (read in a transaction) is where this process claimed the thread, or ``_Moved``."""
+    if now is None or now.backend != claimed.backend or now.version != claimed.version:
+        raise _Moved(now)
+
+
 def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
     return (getattr(type(saver), name, None) is not getattr(BaseCheckpointSaver, name)
             and getattr(type(saver), f"a{name}", None) is not getattr(BaseCheckpointSaver, f"a{name}"))
@@ -150,9 +156,7 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
     def _placed_in(self, tx: Tx, claimed: Placement) -> Steps[None]:
         """Inside ``tx``: the thread still lives where this process claimed it."""
         store = self.store
-        now = yield store_io(store, tx, store.placement)
-        if now is None or now.backend != claimed.backend or now.version != claimed.version:
-            raise _Moved(now)
+        _still(claimed, (yield store_io(store, tx, store.placement)))
 
     def _verified(self, thread_id: str) -> Steps[Placement | None]:
         """The claimed placement, checked in a read transaction of its own (``list``), or a
@@ -174,13 +178,15 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
         inner = self.inner
         if (tid := _thread(keyed)) is None:
             return (yield IO(inner.get_tuple, inner.aget_tuple, keyed))
-        claimed = self._claimed.get(tid)
-        if claimed is not None:  # the placement and the checkpoint in one read transaction
-            def body(tx: Tx) -> Steps[Any]:
-                yield from self._placed_in(tx, claimed)
-                return (yield IO(joined_get, ajoined_get, self.store, tx, keyed))
+        claimed, store = self._claimed.get(tid), self.store
+        if claimed is not None:  # the placement and the checkpoint in one read (one statement
+            def body(tx: Tx) -> Steps[Any]:  # where the store has one: no BEGIN/COMMIT)
+                now, found = yield IO(placed_get, aplaced_get, store, tx, keyed)
+                _still(claimed, now)
+                return found
+            single = store.checkpoints.get_placed is not None
             try:
-                return (yield from in_transaction(self.store, tid, body, write=False))
+                return (yield from in_transaction(store, tid, body, write=False, single=single))
             except _Moved:  # another process moved it since: claim it again, then read
                 self._claimed.pop(tid, None)
         yield from self._claim_steps(tid)

@@ -122,10 +122,12 @@ class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks, SqlEviden
             raise StoreError(f"{what} failed on {self.url}: {type(exc).__name__}: {detail}") from scrub_cause(exc, self._secret)
 
     # -- transactions: the steps both drivers run (the async one in SQLAlchemy's greenlet) --
-    def _open(self, conn: Connection, thread_id: str, write: bool) -> Batch | None:
+    def _open(self, conn: Connection, thread_id: str, write: bool,
+              single: bool = False) -> Batch | None:
         """Open the transaction on ``conn``: ``BEGIN`` and the lock now, or a batch that
-        sends them with the first statement (and then nothing was sent yet)."""
-        conn.execution_options(memshift_write=write)
+        sends them with the first statement (and then nothing was sent yet). ``single``: a
+        read whose body is one statement (its own snapshot): no ``BEGIN``/``COMMIT``."""
+        conn.execution_options(memshift_write=write, memshift_single=single and not write)
         if self.batches or (not write and self.autocommit_reads):  # no BEGIN/COMMIT
             conn.execution_options(isolation_level="AUTOCOMMIT")  # of its own
         conn.begin()
@@ -141,7 +143,7 @@ class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks, SqlEviden
             batch.commit()
         conn.commit()
 
-    def begin(self, thread_id: str, write: bool = True) -> Tx:
+    def begin(self, thread_id: str, write: bool = True, single: bool = False) -> Tx:
         lock = self._stripe(thread_id) if write else None
         if lock is not None:
             lock.acquire()
@@ -149,7 +151,7 @@ class SqlStore(SqlThreadLog, AsyncDriver, Placements, Reads, SqlMarks, SqlEviden
         try:
             with self.guard("begin"):
                 conn = self.engine.connect()
-                batch = self._open(conn, thread_id, write)
+                batch = self._open(conn, thread_id, write, single)
             return SqlTx(thread_id, conn, lock=lock, batch=batch)
         except BaseException:
             if conn is not None:

@@ -58,7 +58,8 @@ class AsyncDriver(Store):
         self._aengines: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     # -- the shared sync steps (SqlStore) ---------------------------------------------
-    def _open(self, conn: Connection, thread_id: str, write: bool) -> Batch | None:
+    def _open(self, conn: Connection, thread_id: str, write: bool,
+              single: bool = False) -> Batch | None:
         raise NotImplementedError
 
     def _finish(self, conn: Connection, batch: Batch | None) -> None:
@@ -78,12 +79,12 @@ class AsyncDriver(Store):
         return engine
 
     # -- the driver ---------------------------------------------------------------------
-    async def abegin(self, thread_id: str, write: bool = True) -> Tx:
+    async def abegin(self, thread_id: str, write: bool = True, single: bool = False) -> Tx:
         aconn = None
         try:
             with self.guard("begin"):
                 aconn = await self._async_engine().connect()
-                batch = await aconn.run_sync(self._open, thread_id, write)
+                batch = await aconn.run_sync(self._open, thread_id, write, single)
             return SqlTx(thread_id, None, aconn, batch=batch)
         except BaseException:
             if aconn is not None:

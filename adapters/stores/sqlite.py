@@ -125,6 +125,16 @@ class _SqliteCheckpoints(SqlCheckpointOps, Checkpoints):
     async def aretain(self, tx: Tx) -> None:
         await self.store.arun(tx, self.retain)
 
+    def get_placed(self, tx: Tx, config: Any) -> tuple[Placement | None, Any]:
+        """The thread's placement and ``get_tuple(config)`` in one statement (one snapshot: no
+        ``BEGIN``/``COMMIT`` needed), on the DBAPI connection as ``SqliteStore.placement``."""
+        from adapters._upstream import sqlite_get_tuple_with
+
+        found, rows = sqlite_get_tuple_with(
+            _conn(tx).connection.dbapi_connection, config,
+            _READ_PLACEMENT.replace("pinned FROM", "pinned, NULL, NULL FROM"), (tx.thread_id,))
+        return load_placement(rows[0][:4] if rows else None, tx.thread_id), found
+
     def close(self) -> None:
         if self._standalone is not None:
             self._standalone.sync.conn.close()
@@ -149,9 +159,10 @@ def _configure(engine: Any, store: SqliteStore) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:  # writers take SQLite's lock up front
-        write = conn.get_execution_options().get("memshift_write")
+        options = conn.get_execution_options()
         store.check_identity()
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if not options.get("memshift_single"):  # a read of one statement: its own snapshot
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get("memshift_write") else "BEGIN")
 
 
 class SqliteStore(SqlStore):

@@ -2,8 +2,9 @@
 
 ``joined_get`` / ``joined_put`` (and their async twins) run one saver call inside a memshift
 transaction of the thread, on the store's saver joined to it (``Checkpoints.saver``): its
-snapshot, its lock. ``memory.checkpointer`` reads a run's checkpoint with the placement and
-writes a run's input checkpoint with the placement check and retention that way.
+snapshot, its lock. ``memory.checkpointer`` reads a run's checkpoint with the placement
+(``placed_get``: in one statement where the store can) and writes a run's input checkpoint
+with the placement check and retention that way.
 
 A middleware step reads the thread's checkpoint (``get_state``) and then writes through
 ``update_state``, which reads the same checkpoint again before it writes. Inside one write
@@ -19,7 +20,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_id
 
-__all__ = ["ReadOnce", "ajoined_get", "ajoined_put", "joined_get", "joined_put", "read_once"]
+__all__ = ["ReadOnce", "ajoined_get", "ajoined_put", "aplaced_get", "joined_get", "joined_put",
+           "placed_get", "read_once"]
 
 
 def joined_get(store: Any, tx: Any, config: Any) -> Any:
@@ -34,6 +36,20 @@ async def ajoined_get(store: Any, tx: Any, config: Any) -> Any:
         return joined_get(store, tx, config)
     with store.guard("read checkpoint"):
         return await saver.aget_tuple(config)
+
+
+def placed_get(store: Any, tx: Any, config: Any) -> tuple[Any, Any]:
+    """The thread's placement and ``get_tuple(config)`` inside ``tx``: one statement where
+    the store reads both at once (``Checkpoints.get_placed``), else one after the other."""
+    if (both := store.checkpoints.get_placed) is not None:
+        return store.run(tx, both, config)
+    return store.run(tx, store.placement), joined_get(store, tx, config)
+
+
+async def aplaced_get(store: Any, tx: Any, config: Any) -> tuple[Any, Any]:
+    if (both := store.checkpoints.get_placed) is not None:
+        return await store.arun(tx, both, config)
+    return await store.arun(tx, store.placement), await ajoined_get(store, tx, config)
 
 
 def joined_put(store: Any, tx: Any, *args: Any) -> Any:
