@@ -173,9 +173,9 @@ class MemoryEngine(FoldScheduling, Engine):
         return self.backend.view(tx.thread_id, state)
 
     def holds_in(self, tx: Tx) -> Steps[bool]:
-        """Whether this side holds anything of the transaction's thread."""
-        state = yield IO(self.backend.read, self.backend.aread, tx)
-        return self.backend.holds(state)
+        """Whether this side holds anything of the transaction's thread (the backend's
+        lookup: the middleware's builds no graph for a thread without checkpoints)."""
+        return (yield IO(self.backend.holds_in, self.backend.aholds_in, tx))
 
     def load_steps(self, thread_id: str, detached: bool = True,
                    guard: Guard | None = None) -> Steps[MemoryView]:

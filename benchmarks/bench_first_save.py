@@ -5,10 +5,14 @@ the median of ``--runs`` runs. Also printed: the memshift modules the import loa
 
 ``--root DIR`` (repeatable) measures other checkouts in the same run, interleaved run by run so
 a busy machine slows every tree alike (e.g. a copy of the tree before a change, then ``.``).
-``--breakdown`` attributes the first save to what it imports, in the order it imports them:
-the real ``ConversationSummaryBufferMemory`` (``langchain_classic.memory``), the stand-in
-model the classic class is given, and the middleware's fold graph (built by the first save's
-placement check, which asks the middleware side whether it holds the thread).
+``--breakdown`` splits the import (``import compat``, then ``from compat import
+SummaryMemory``, which brings the real ``ConversationSummaryBufferMemory``'s module as the
+stock import it replaces does) and attributes the first save to what that tree's first save
+imports (found by the plain runs), in the order it imports them: the real class's module
+(``langchain_classic.memory``, where the name does not bring it), the stand-in model the
+classic class is given, the classic backend's subclass, and the middleware's fold graph
+(where the first save's placement check built it to ask the middleware side whether it holds
+the thread; a saver lookup answers that now).
 
     python benchmarks/bench_first_save.py [--runs 5] [--root /tmp/before --root .] [--breakdown]
 """
@@ -30,24 +34,24 @@ import sys, time
 sys.path.insert(0, {root!r})
 t0, c0 = time.perf_counter(), time.process_time()
 import compat
+tp = time.perf_counter()
 from compat import SummaryMemory
 t1, c1 = time.perf_counter(), time.process_time()
 modules = sorted(m for m in sys.modules if m.split(".")[0] in ("compat", "adapters"))
 total = len(sys.modules)
-parts = {{}}
+parts = {{"import compat": tp - t0, "from compat import SummaryMemory": t1 - tp}}
 for label, name in {parts!r}:
     start = time.perf_counter()
     __import__(name)
+    if name == {graph!r}:
+        sys.modules[name].fold_graph()
     parts[label] = time.perf_counter() - start
-if {breakdown!r}:
-    start = time.perf_counter()
-    from adapters.backends.agent_middleware import fold_graph
-    fold_graph()
-    parts["middleware fold graph (built)"] = time.perf_counter() - start
+stages = [name for name in {stages!r} if name not in sys.modules]
 t2, c2 = time.perf_counter(), time.process_time()
 memory = SummaryMemory()
 memory.save(None, "hi", "there")
 t3, c3 = time.perf_counter(), time.process_time()
+loaded = [name for name in stages if name in sys.modules]  # what the first save imported
 steady = []
 for i in range({turns}):
     start = time.perf_counter()
@@ -57,17 +61,22 @@ steady.sort()
 import json
 print(json.dumps({{"import": t1 - t0, "first": t3 - t2, "import_cpu": c1 - c0,
                   "first_cpu": c3 - c2, "steady": steady[len(steady) // 2],
-                  "ours": modules, "total": total, "parts": parts}}))
+                  "ours": modules, "total": total, "parts": parts, "loaded": loaded}}))
 """
 
+GRAPH = "adapters.backends.agent_middleware"
+# what a first save may import, in the order it does (the graph: imported and built)
 BREAKDOWN = [("langchain_classic.memory (the real classic class)", "langchain_classic.memory"),
              ("adapters.summarizer_model (the classic llm stand-in)", "adapters.summarizer_model"),
-             ("adapters.backends.classic_memory", "adapters.backends.classic_memory")]
+             ("adapters.backends.classic_memory", "adapters.backends.classic_memory"),
+             ("middleware fold graph (built)", GRAPH)]
 
 
-def probe(root: Path, breakdown: bool, turns: int) -> dict[str, Any]:
-    code = PROBE.format(root=str(root), parts=BREAKDOWN if breakdown else [],
-                        breakdown=breakdown, turns=turns)
+def probe(root: Path, turns: int, stages: list[str] | None = None) -> dict[str, Any]:
+    """One fresh process; ``stages``: import (and time) these first (the breakdown)."""
+    parts = [(label, name) for label, name in BREAKDOWN if name in (stages or [])]
+    code = PROBE.format(root=str(root), parts=parts, graph=GRAPH,
+                        stages=[name for _, name in BREAKDOWN], turns=turns)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=root, timeout=600)
     if out.returncode != 0:
@@ -98,7 +107,7 @@ def main() -> None:
     stock: list[float] = []
     for _ in range(args.runs):  # interleaved: a busy machine slows every tree alike
         for root in roots:
-            runs[root].append(probe(root, False, args.turns))
+            runs[root].append(probe(root, args.turns))
         stock.append(stock_import())
     print("seconds, median of runs (wall, and this process's CPU: steadier on a busy machine)")
     print(f"{'tree':<24} {'import':>7} {'cpu':>6} {'first save':>11} {'cpu':>6} "
@@ -119,9 +128,10 @@ def main() -> None:
               f"{(imports[-1] + saves[-1]) / (imports[0] + saves[0]):.2f}x")
     if args.breakdown:
         for root in roots:
-            parts = [probe(root, True, args.turns) for _ in range(args.runs)]
-            print(f"\nfirst save of {root}, what it imports (median of {len(parts)}, each after "
-                  "the previous):")
+            stages = runs[root][-1]["loaded"]
+            parts = [probe(root, args.turns, stages) for _ in range(args.runs)]
+            print(f"\n{root}: the import, then what its first save imports (median of "
+                  f"{len(parts)}, each after the previous):")
             for label in parts[0]["parts"]:
                 print(f"  {label:<55} {statistics.median(p['parts'][label] for p in parts):.3f} s")
             print(f"  {'the rest: SummaryMemory() + save':<55} "

@@ -4,6 +4,12 @@
 (``migrate``, ``replay_file``, the sources, ``admin``, the shadow's records) are loaded at
 their first use (PEP 562 ``__getattr__``): every application pays at start for what it runs
 on every request, and a migration's tools only when it migrates.
+
+``from compat import SummaryMemory`` replaces ``from langchain_classic.memory import
+ConversationSummaryBufferMemory`` and, like it, imports the real class's module (LangChain's
+runnables and LangSmith come with it, ~0.4 s): the classic backend, the default, builds that
+class at the first save, which then imports nothing of it. ``import compat`` alone (the
+command line, the tools, a middleware migration's re-run) does not.
 """
 
 from __future__ import annotations
@@ -50,9 +56,10 @@ from adapters.errors import (  # noqa: E402
     UnknownArgumentError,
 )
 from compat._stock import MOVED as _MOVED  # noqa: E402
-from compat.memory import SummaryMemory  # noqa: E402
+from compat import memory as _memory  # noqa: E402 (its class: ``SummaryMemory``, in _load)
 
 if TYPE_CHECKING:  # loaded at first use, by __getattr__ below
+    from compat.memory import SummaryMemory
     from adapters.diff_classes import DiffClass
     from adapters.fold import FoldRecord
     from adapters.shadow import Mismatch
@@ -159,6 +166,11 @@ def __getattr__(name: str) -> Any:
 
 
 def _load(name: str) -> Any:  # noqa: PLR0911 - one branch per module: each import is visible
+    if name == "SummaryMemory":  # with the real class's module, as the stock import it replaces
+        # (a submodule comes with its package: this runs langchain_classic.memory's __init__)
+        import langchain_classic.memory.summary_buffer  # noqa: F401
+
+        return _memory.SummaryMemory
     if name == "admin":
         import compat.admin
 

@@ -1,6 +1,12 @@
 """``import compat`` loads the facade, its engines and stores, and nothing else: every app pays
 its import on every start, so the migration, replay, admin, report and CLI tools load at their
-first use — and still answer under the same public names (PEP 562)."""
+first use — and still answer under the same public names (PEP 562).
+
+``from compat import SummaryMemory`` replaces ``from langchain_classic.memory import
+ConversationSummaryBufferMemory`` and imports what that import did (the real class's module,
+with LangChain's runnables and LangSmith, which loads OpenTelemetry when it is installed): the
+classic backend's first save then imports no more than a few milliseconds' worth, and builds
+no middleware graph (issue 38 item 5)."""
 
 from __future__ import annotations
 
@@ -21,11 +27,16 @@ FORBIDDEN = ("compat.migration", "compat.migrating", "compat.sources", "compat.a
 COMPAT_ALLOWED = {"compat", "compat._guard", "compat._stock", "compat._turns", "compat.config",
                   "compat.memory", "compat._adopt", "compat._engines"}
 # what a first save builds (the real classic class, the middleware's graph, the stand-in
-# model, SQL stores), never the import
+# model, SQL stores), never ``import compat``
 NOT_AT_IMPORT = ("adapters.backends.classic_memory", "adapters.backends.agent_middleware",
                  "adapters.summarizer_model", "adapters.stores.sql", "adapters.stores.sqlite",
                  "adapters.stores.postgres", "langchain_classic.memory", "langchain.agents",
                  "langgraph.graph", "sqlalchemy", "opentelemetry")
+# what ``from compat import SummaryMemory`` imports beyond ``import compat``: the real class's
+# module, as the stock import it replaces (and whatever that import loads itself, below)
+WITH_THE_NAME = ("langchain_classic.memory",)
+# never loaded by a classic memory's first save: the middleware's graph and agents
+NOT_ON_CLASSIC = ("adapters.backends.agent_middleware", "langchain.agents", "langgraph.graph")
 
 
 def _run(code: str) -> dict:
@@ -48,7 +59,7 @@ def test_import_compat_loads_the_facade_only() -> None:
     got = _run("""
         import json, sys
         import compat
-        from compat import SummaryMemory, MemoryPolicy
+        from compat import MemoryPolicy, MemoryView, ConfigError
         print(json.dumps({"modules": sorted(sys.modules)}))
     """)
     loaded = got["modules"]
@@ -56,6 +67,45 @@ def test_import_compat_loads_the_facade_only() -> None:
     assert _hits(loaded, FORBIDDEN) == [], f"tools loaded by import compat; all: {ours}"
     assert sorted(m for m in ours if m.startswith("compat") and m not in COMPAT_ALLOWED) == []
     assert _hits(loaded, NOT_AT_IMPORT) == [], f"first-save work done at import; all: {ours}"
+
+
+def test_the_summary_memory_name_brings_what_the_stock_import_did_and_no_more() -> None:
+    """``from compat import SummaryMemory`` loads the real class's module (the stock import it
+    replaces paid it at import too); of the first-save work it loads nothing else that
+    ``from langchain_classic.memory import ConversationSummaryBufferMemory`` does not load
+    itself (LangSmith imports OpenTelemetry's SDK when installed), and none of the tools."""
+    stock = _run("""
+        import json, sys
+        from langchain_classic.memory import ConversationSummaryBufferMemory
+        print(json.dumps({"modules": sorted(sys.modules)}))
+    """)["modules"]
+    got = _run("""
+        import json, sys
+        from compat import SummaryMemory
+        from adapters import telemetry
+        print(json.dumps({"modules": sorted(sys.modules), "live": telemetry.TELEMETRY.live()}))
+    """)
+    loaded = got["modules"]
+    assert _hits(loaded, WITH_THE_NAME) == sorted(_hits(stock, WITH_THE_NAME))
+    assert _hits(loaded, FORBIDDEN) == [] and got["live"] is False
+    extra = sorted(set(_hits(loaded, NOT_AT_IMPORT)) - set(stock))
+    assert extra == [], f"first-save work done by the name, beyond the stock import: {extra}"
+
+
+def test_a_classic_first_save_builds_no_middleware_graph() -> None:
+    """A thread no placement names: the guard asks the middleware side whether it holds it,
+    a saver lookup (no checkpoint: nothing held), not a graph built to read the state."""
+    got = _run("""
+        import json, sys
+        from compat import SummaryMemory
+        memory = SummaryMemory(backend="classic", store="memory")
+        memory.save(None, "hi", "there")
+        memory.save("t", "q", "a")
+        memory.load_memory_variables({})
+        print(json.dumps({"modules": sorted(sys.modules),
+                          "placement": memory.backend_impl.placement_of("t").backend}))
+    """)
+    assert _hits(got["modules"], NOT_ON_CLASSIC) == [] and got["placement"] == "classic"
 
 
 def test_a_save_and_a_load_load_no_tool_either() -> None:

@@ -141,3 +141,48 @@ def test_a_staged_rollout_builds_both_sides_at_once() -> None:
         return _one("middleware", store)
     engine = StagedEngine(classic=_one("classic", store), middleware=factory, rollout=0.5)
     assert built == ["middleware"] and engine.sides.lazy() == ()
+
+
+def _graph_built(engine: StagedEngine) -> bool:
+    """Whether the middleware side built its fold graph or its middleware (both cached)."""
+    side = engine.sides.built.get("middleware")
+    backend = side.leaves()[0].backend if side is not None else None
+    return backend is not None and bool({"graph", "middleware"} & set(vars(backend)))
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_asking_the_middleware_side_about_a_new_thread_builds_no_graph(driver: str) -> None:
+    """No checkpoint: the middleware side holds nothing, answered by a saver lookup; the
+    graph is built only when a middleware read, fold or write needs it."""
+    import asyncio
+
+    built: list[str] = []
+    engine = _lazy("classic", MemoryStore(), built)
+    if driver == "sync":
+        engine.save("new", _turn("new", 0))
+        view = engine.load("new")
+    else:
+        async def run():
+            await engine.asave("new", _turn("new", 0))
+            return await engine.aload("new")
+        view = asyncio.run(run())
+    assert built == ["middleware"] and not _graph_built(engine)
+    assert engine.placement_of("new").backend == "classic" and view.messages[-1].id == "new-a0"
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_checkpointed_thread_is_still_found_on_the_middleware_side(driver: str) -> None:
+    """A checkpoint: the lookup reads it as a load does, and the thread moves whole."""
+    import asyncio
+
+    store = MemoryStore()
+    legacy = _one("middleware", store)  # no placement record
+    legacy.save("old", _turn("old", 0))
+    engine = _lazy("classic", store, [])
+    if driver == "sync":
+        engine.save("old", _turn("old", 1))
+    else:
+        asyncio.run(engine.asave("old", _turn("old", 1)))
+    assert engine.placement_of("old").backend == "classic" and engine.moves == 1
+    assert [m.id for m in engine.load("old").messages][-4:] == ["old-h0", "old-a0", "old-h1",
+                                                                 "old-a1"]

@@ -70,6 +70,16 @@ class MemoryBackend(ABC):
         """Whether the state holds anything of the thread (a summary or a message): asked
         of the other side before a placement is first written, without building a view."""
 
+    def holds_in(self, tx: Tx) -> bool:
+        """``holds`` of the thread's state inside ``tx``: what the placement guard asks of
+        the other side. A backend may answer from a cheaper lookup (the middleware asks the
+        saver for a checkpoint before building its graph); by default it reads the state."""
+        return self.holds(self.read(tx))
+
+    async def aholds_in(self, tx: Tx) -> bool:
+        """``holds_in`` on the async driver."""
+        return self.holds(await self.aread(tx))
+
     def shared_view(self, thread_id: str, state: Any) -> MemoryView:
         """``view`` for a caller that only reads it and lets nothing escape (a string
         rendering): it may share the store's messages. By default the detached ``view``."""

@@ -7,7 +7,8 @@ so ``create_agent(model, middleware=[mw], checkpointer=same)`` continues it.
 
 The middleware subclass and the graph live in ``adapters.backends.agent_middleware`` and
 are built on first use: importing ``langchain.agents`` costs about 1.5 s, which a command
-that never reads or writes a checkpoint (a re-run of a finished migration) does not pay.
+that never reads or writes a checkpoint (a re-run of a finished migration) does not pay, nor
+a classic memory asking whether this side holds a thread (``holds_in``: a saver lookup).
 """
 
 from __future__ import annotations
@@ -138,6 +139,22 @@ class MiddlewareBackend(MemoryBackend):
 
     def holds(self, state: tuple[dict[str, Any], int]) -> bool:
         return bool(state[0].get("messages"))
+
+    # -- what the placement guard asks of this side: a saver lookup, no graph ------------------
+    def holds_in(self, tx: Tx) -> bool:
+        """A thread without a checkpoint holds nothing (what ``get_state`` would say: empty
+        values), so asking needs no graph; one with a checkpoint is read as a load reads it."""
+        with self.store.guard("read checkpoint"), _decoding(tx):
+            found = self.store.checkpoints.saver(tx).get_tuple(self.config(tx.thread_id))
+        return found is not None and self.holds(self.read(tx))
+
+    async def aholds_in(self, tx: Tx) -> bool:
+        saver = await self.store.checkpoints.asaver(tx)
+        if saver is None:  # nothing to wait for
+            return self.holds_in(tx)
+        with self.store.guard("read checkpoint"), _decoding(tx):
+            found = await saver.aget_tuple(self.config(tx.thread_id))
+        return found is not None and self.holds(await self.aread(tx))
 
     def clear_writes(self) -> dict[str, Any]:
         return {"delete": True}
