@@ -29,8 +29,6 @@ from adapters.thread_keys import is_key, original_of
 
 __all__ = ["SqlThreadLog"]
 
-_ROWS = 200  # transcript rows per INSERT: 600 parameters, far below SQLite's limit
-
 
 class SqlThreadLog:
     """Transcript, fold records and placements over the host store's ``send``/``fetch``,
@@ -48,12 +46,6 @@ class SqlThreadLog:
         return self._dialect_insert(transcript_table).values(
             thread_id=bindparam("tid"), message_id=bindparam("mid"),
             message=bindparam("message")).on_conflict_do_nothing()
-
-    def _insert_values(self, rows: Sequence[dict[str, Any]]) -> Any:
-        """``rows`` of the transcript in one ``INSERT … VALUES (…), (…)`` (ids in row order)."""
-        return self._dialect_insert(transcript_table).values([
-            {"thread_id": r["tid"], "message_id": r["mid"], "message": r["message"]}
-            for r in rows]).on_conflict_do_nothing()
 
     @cached_property
     def _insert_long_id(self) -> Any:
@@ -73,13 +65,7 @@ class SqlThreadLog:
         rows = [{"tid": tx.thread_id, "mid": m.id, "message": dump_message(m)}
                 for m in messages if m.id is not None]
         if rows:
-            # one multi-row INSERT: a driver's executemany runs row by row (a batch, PostgreSQL,
-            # makes its own multi-row INSERT of the rows it queues)
-            if len(rows) > 1 and not (isinstance(tx, SqlTx) and tx.batch is not None):
-                for start in range(0, len(rows), _ROWS):
-                    self.send(tx, self._insert_values(rows[start:start + _ROWS]), {})
-            else:
-                self.send(tx, self._insert_transcript, rows)
+            self.send(tx, self._insert_transcript, rows)
             if (original := original_of(tx.thread_id)) is not None:  # a long id: its name
                 self.send(tx, self._insert_long_id,
                           {"tid": tx.thread_id, "original": original})
