@@ -125,7 +125,8 @@ def _fidelity(prompts: tuple[str, ...], languages: tuple[str, ...], min_score: f
                + "".join(f", {k}={v}" for k, v in given.items() if k != "max_summary_tokens")
                + (f", max_summary_tokens={cap}" if cap else "")
                + (" (the model-run default)" if cap and "max_summary_tokens" not in given
-                  else ""))
+                  else "")
+               + "; a rejected fold is retried on the next save (retry_backoff=0)")
     runs = [run for prompt in prompts
             for run in run_fidelity(llm=llm, prompt=prompt, keep_specifics=keep_specifics,
                                     languages=languages, overrides=given)]
