@@ -234,12 +234,16 @@ class FoldHooks:
         if self.through is not None:
             yield IO(self.through, _in_thread(self.through), turn.thread_id, list(turn.window))
 
-    def record_steps(self, tx: Tx, turn: Turn) -> Steps[None]:
-        """Inside ``tx`` (a write transaction of the turn's thread): its new messages."""
+    def record_steps(self, tx: Tx, turn: Turn, read: bool = True) -> Steps[None]:
+        """Inside ``tx`` (a write transaction of the turn's thread): its new messages. Without
+        ``read`` (a transaction that reads nothing), a window nobody told this process about
+        goes whole: the transcript ignores the message ids it holds."""
         if not self.folder.records:  # a shadow candidate: the primary keeps the transcript
             return
         store, new = self.store, turn.new
-        if new is None:
+        if new is None and not read:
+            new = turn.window
+        elif new is None:
             held = yield store_io(store, tx, store.known_ids, [m.id for m in turn.window if m.id])
             new = tuple(m for m in turn.window if m.id not in held)
         if new:

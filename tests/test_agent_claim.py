@@ -249,9 +249,12 @@ def test_a_thread_moved_back_to_classic_is_claimed_again_at_the_next_turn(
     agent_memory.close()
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize(("kind", "mode"), [("sqlite", "sync"), ("postgres", "sync"),
+                                           ("postgres", "async")])
 def test_a_move_between_the_runs_read_and_its_first_write_refuses_the_write(
-        kind: str, fresh_store: Callable[[str], str]) -> None:
+        kind: str, mode: str, fresh_store: Callable[[str], str]) -> None:
+    import asyncio
+
     url = fresh_store(kind)
     memory = SummaryMemory(backend="middleware", store=url, policy=POLICY,
                            summarizer=DeterministicSummarizer())
@@ -262,10 +265,14 @@ def test_a_move_between_the_runs_read_and_its_first_write_refuses_the_write(
                             summarizer=DeterministicSummarizer())
     classic.save("t", "meanwhile", "on classic")  # moved between the read and the write
     checkpoint = empty_checkpoint()
-    with pytest.raises(PlacementChanged, match="moved"):
-        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                    "checkpoint_id": before.config["configurable"]["checkpoint_id"]}},
-                  checkpoint, {"source": "input", "step": -1}, {})
+    args = ({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                              "checkpoint_id": before.config["configurable"]["checkpoint_id"]}},
+            checkpoint, {"source": "input", "step": -1}, {})
+    with pytest.raises(PlacementChanged, match="moved .to classic"):
+        if mode == "async":
+            asyncio.run(saver.aput(*args))
+        else:
+            saver.put(*args)
     stored = [c.checkpoint["id"] for c in saver.list(cfg("t"))]  # this claims it again
     assert checkpoint["id"] not in stored  # nothing of the refused write
     assert [m.text for m in memory.load("t").messages][-2:] == ["meanwhile", "on classic"]

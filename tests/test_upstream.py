@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain.agents.middleware import SummarizationMiddleware
@@ -339,3 +340,101 @@ def test_the_one_statement_sqlite_read_answers_what_get_tuple_answers(tmp_path: 
         assert found == saver.get_tuple(asked)
         assert rows == [("a", 2, 3.5, None, b"\x00", "f")]
     conn.close()
+
+
+def _pg_checkpoints(saver: Any) -> list[str]:
+    """Three checkpoints with blobs, primitives and pending writes; the third of format 3
+    with a parent whose pending sends ``get_tuple`` migrates."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.constants import TASKS
+
+    config: dict = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    ids = []
+    for step in range(3):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [f"m{step}"], "count": step}
+        checkpoint["channel_versions"] = {"messages": f"{step + 1}", "count": f"{step + 1}"}
+        checkpoint["v"] = 3 if step == 2 else 4
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step},
+                           {"messages": f"{step + 1}", "count": f"{step + 1}"})
+        saver.put_writes(config, [("messages", f"w{step}"), ("other", {"x": step})], "task-b")
+        saver.put_writes(config, [(TASKS, f"send{step}")], "task-a")
+        ids.append(config["configurable"]["checkpoint_id"])
+    return ids
+
+
+def test_the_one_statement_postgres_read_answers_what_get_tuple_answers(pg_url: str) -> None:
+    """``postgres_get_tuple_with`` is ``PostgresSaver.get_tuple`` (its SQL and
+    deserialization, the pending sends of a format-3 checkpoint) in one statement beside
+    another query's row: the latest checkpoint, one by id, a missing thread."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(pg_url) as saver, \
+            psycopg.connect(pg_url, autocommit=True) as conn:
+        saver.setup()
+        ids = _pg_checkpoints(saver)
+        cursor = psycopg.ClientCursor(conn)  # the text protocol, as memshift's batch sends
+        sent: list[str] = []
+
+        def run(sql: str, params: Any) -> list:
+            sent.append(sql)
+            return cursor.execute(sql, params).fetchall()
+        also = "SELECT 'a' AS x, 2 AS y WHERE %(who)s = 't'"
+        for asked, extra in (
+                ({"configurable": {"thread_id": "t"}}, ("a", 2)),
+                ({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                   "checkpoint_id": ids[1]}}, ("a", 2)),
+                ({"configurable": {"thread_id": "none"}}, ("a", 2))):
+            sent.clear()
+            found, row = upstream.postgres_get_tuple_with(run, asked, also, {"who": "t"})
+            assert found == saver.get_tuple(asked)
+            assert row == extra
+            assert len(sent) == (2 if asked["configurable"]["thread_id"] == "t"
+                                 and "checkpoint_id" not in asked["configurable"] else 1)
+        found, row = upstream.postgres_get_tuple_with(run, {"configurable": {"thread_id": "t"}},
+                                                      also, {"who": "other"})
+        assert row == (None, None) and found is not None
+        assert found.pending_writes and found.checkpoint["channel_values"]["count"] == 2
+
+
+def test_the_put_statements_are_the_ones_put_sends(pg_url: str, monkeypatch: Any) -> None:
+    """``postgres_put_statements`` gives what ``PostgresSaver.put`` returns and the very
+    statements it sends (spied on psycopg's cursor), and sent they store what ``put`` does."""
+    import psycopg
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.types.json import Jsonb
+
+    def plain(params: Any) -> Any:
+        return tuple(p.obj if isinstance(p, Jsonb) else p for p in params)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": ["m"], "count": 1, "none": None}
+    args = ({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint,
+            {"source": "input", "step": -1}, {"messages": "1", "count": "1", "none": "1"})
+    stored, statements = upstream.postgres_put_statements(*args)
+    assert [sql for sql, _ in statements].count(PostgresSaver.UPSERT_CHECKPOINTS_SQL) == 1
+    with PostgresSaver.from_conn_string(pg_url) as saver:
+        saver.setup()
+        seen: list[tuple[str, Any]] = []
+        with monkeypatch.context() as patch:
+            real, many = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+            def execute(self: Any, sql: Any, params: Any = None, **kw: Any) -> Any:
+                seen.append((sql, plain(params or ())))
+                return real(self, sql, params, **kw)
+
+            def executemany(self: Any, sql: Any, rows: Any, **kw: Any) -> Any:
+                rows = list(rows)
+                seen.extend((sql, plain(r)) for r in rows)
+                return many(self, sql, rows, **kw)
+            patch.setattr(psycopg.Cursor, "execute", execute)
+            patch.setattr(psycopg.Cursor, "executemany", executemany)
+            assert saver.put(*args) == stored
+        assert [(sql, plain(p)) for sql, p in statements] == seen
+        expected = saver.get_tuple(stored)
+        saver.delete_thread("t")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute("; ".join(cursor.mogrify(sql, p) for sql, p in statements))
+        assert saver.get_tuple(stored) == expected

@@ -2,9 +2,9 @@
 
 Read it when LangChain or LangGraph releases: ``middleware`` (stock
 ``SummarizationMiddleware``'s helpers), ``savers`` (LangGraph savers inside memshift's
-transaction, their DDL), ``inmemory`` (``InMemorySaver``'s storage), ``runs`` (a run's
-checkpointer in its config), ``otel``
-(OpenTelemetry's stand-ins). This module checks that the hooks are there:
+transaction, their DDL), ``postgres`` (``PostgresSaver``'s read and write as statements
+memshift sends), ``inmemory`` (``InMemorySaver``'s storage), ``runs`` (a run's
+checkpointer in its config), ``otel`` (OpenTelemetry's stand-ins). This module checks that the hooks are there:
 ``check_upstream()`` runs when a memory is built (``check_middleware_upstream()`` when it
 first builds its middleware) and fails, naming the installed versions, when a hook has gone;
 the spy tests (``tests/test_upstream.py``) prove the stock entry points still call the
@@ -25,6 +25,7 @@ from adapters._upstream.middleware import (
     summary_call_config, validate_context_size,
 )
 from adapters._upstream.otel import otel_sdk_installed
+from adapters._upstream.postgres import postgres_get_tuple_with, postgres_put_statements
 from adapters._upstream.runs import run_checkpointer
 from adapters._upstream.savers import (
     async_sqlite_saver_in_transaction, daemon_aiosqlite, mark_setup_done,
@@ -60,6 +61,8 @@ __all__ = [
     "async_sqlite_saver_in_transaction",
     "sqlite_saver_in_transaction",
     "sqlite_get_tuple_with",
+    "postgres_get_tuple_with",
+    "postgres_put_statements",
     "postgres_saver_migrations",
     "sqlite_saver_setup_sql",
     "otel_sdk_installed",
@@ -77,6 +80,9 @@ CLASSIC_HOOKS = ("prune", "predict_new_summary", "moving_summary_buffer")
 _SAVER_ATTRS = {
     "langgraph.checkpoint.sqlite:SqliteSaver": ("cursor", "is_setup", "conn", "lock"),
     "langgraph.checkpoint.memory:InMemorySaver": ("storage", "writes", "blobs", "serde"),
+    "langgraph.checkpoint.postgres:PostgresSaver": (
+        "_cursor", "_load_checkpoint_tuple", "_migrate_pending_sends", "SELECT_SQL",
+        "SELECT_PENDING_SENDS_SQL"),
 }
 
 _checked = False

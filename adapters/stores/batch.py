@@ -62,6 +62,7 @@ class Batch:
         self._results: dict[int, list[tuple]] = {}  # slot -> rows, once sent
         self._slots = 0
         self._opened = False  # a BEGIN has reached the server
+        self._whole = False  # sent whole with the commit, as one implicit transaction
         if begin:
             self._pending.append("BEGIN")
             for sql, params in begin:
@@ -103,8 +104,21 @@ class Batch:
         values = ", ".join(self._cursor.mogrify(match.group(1), params) for params in rows)
         self._pending.append(sql[:match.start(1)] + values + sql[match.end(1):])
 
+    def implicit(self, lock: bool) -> None:
+        """Send this write transaction whole, with its commit, as one message without
+        ``BEGIN``/``COMMIT``: PostgreSQL runs the statements of one message as one implicit
+        transaction (all or nothing; the lock, taken first, lasts until its end). Without
+        ``lock``, the thread's lock is not taken (writes that need no order among writers).
+        Only before anything was sent; after it nothing may read (``flush`` refuses)."""
+        if self._opened or len(self._pending) != self._opening or not self._opening:
+            raise RuntimeError("only a write transaction that has sent nothing runs whole")
+        self._pending = self._pending[1:] if lock else []  # BEGIN goes; the lock may stay
+        self._opening, self._whole = 0, True
+
     def flush(self, sql: str | None = None, params: Params = None) -> list[tuple] | None:
         """Send what is queued (and ``sql``, whose rows are returned) in one round trip."""
+        if self._whole:  # a part sent now would commit on its own
+            raise RuntimeError("a transaction sent whole reads nothing before its commit")
         if sql is not None:
             self.add(sql, params)
         if not self._pending:
@@ -126,7 +140,12 @@ class Batch:
 
     def commit(self) -> None:
         """``COMMIT`` with the last writes; nothing at all when nothing was read or written
-        (the queue still holds only ``BEGIN`` and the lock)."""
+        (the queue still holds only ``BEGIN`` and the lock). A transaction sent whole
+        (``implicit``) goes as it is."""
+        if self._whole:
+            self._whole = False
+            self.flush()
+            return
         if not self._opening or (not self._opened and len(self._pending) == self._opening):
             self._pending.clear()
             self._reads.clear()

@@ -24,7 +24,7 @@ from adapters.errors import DeltaStateError
 from adapters.stores.base import Tx
 from adapters.stores.sql_tx import _conn
 
-__all__ = ["SqlCheckpointOps", "COLUMNS"]
+__all__ = ["SqlCheckpointOps", "COLUMNS", "MOVED", "POSTGRES", "SQLITE"]
 
 # LangGraph's tables, per dialect: (table, columns after thread_id, the checkpoint-id column
 # or None for blobs).
@@ -84,21 +84,25 @@ _P_DELTA = ("EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = %(t)s AND "
             "(d.metadata ? 'counters_since_delta_snapshot' OR d.metadata ? 'delta_writes_versioned'))")
 
 
-def _p_drop(where: str, kept: str) -> str:
+def _p_drop(where: str, kept: str, then: str = "") -> str:
     """One statement (one snapshot): the checkpoints ``where`` picks go, with their writes and
     the blobs they name that no checkpoint ``kept`` picks names (a blob of a checkpoint being
-    written meanwhile is named by no deleted checkpoint, so it stays)."""
+    written meanwhile is named by no deleted checkpoint, so it stays). ``then``: a query the
+    statement answers (the deletions, as data-modifying CTEs, run whatever it reads)."""
+    blobs = "blobs AS (DELETE" if then else "DELETE"
     return (
         f"WITH gone AS (DELETE FROM checkpoints c WHERE c.thread_id = %(t)s AND {where} "
         "RETURNING c.checkpoint_ns, c.checkpoint_id, c.checkpoint), "
         "w AS (DELETE FROM checkpoint_writes w USING gone g WHERE w.thread_id = %(t)s "
-        "AND w.checkpoint_ns = g.checkpoint_ns AND w.checkpoint_id = g.checkpoint_id) "
-        "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %(t)s AND EXISTS (SELECT 1 FROM gone g "
+        "AND w.checkpoint_ns = g.checkpoint_ns AND w.checkpoint_id = g.checkpoint_id)"
+        f"{', ' if then else ' '}{blobs} FROM checkpoint_blobs b WHERE b.thread_id = %(t)s "
+        "AND EXISTS (SELECT 1 FROM gone g "
         "WHERE g.checkpoint_ns = b.checkpoint_ns "
         "AND g.checkpoint -> 'channel_versions' ->> b.channel = b.version) "
         "AND NOT EXISTS (SELECT 1 FROM checkpoints k WHERE k.thread_id = %(t)s "
         f"AND k.checkpoint_ns = b.checkpoint_ns AND ({kept}) "
-        "AND k.checkpoint -> 'channel_versions' ->> b.channel = b.version)")
+        "AND k.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+        + (f") {then}" if then else ""))
 
 
 _P_CUT = (
@@ -111,9 +115,21 @@ _P_TURN = "(c.checkpoint_ns = '' OR strpos(c.checkpoint_ns, ':') > 0)"
 _P_LATEST = ("(SELECT max(x.checkpoint_id) FROM checkpoints x WHERE x.thread_id = %(t)s "
              "AND x.checkpoint_ns = {a}.checkpoint_ns)")
 
+# A placement guard: fails (aborting its transaction) unless the thread is still placed on
+# ``%(backend)s`` at ``%(version)s``. An error is the only answer a statement can give
+# inside a transaction sent whole, before its end (``adapters.stores.batch``): a cast of a
+# text that is not a number, built from the row count so the planner cannot fold it.
+MOVED = "memshift: the placement of the thread changed"
+_P_PLACED = ("SELECT CASE WHEN count(*) = 1 THEN 1 ELSE ('" + MOVED + " (' || count(*) || ')')"
+             "::int END FROM memshift_placement WHERE thread_id = %(t)s "
+             "AND backend = %(backend)s AND version = %(version)s")
+_P_RETAIN = (f"{_P_TURN} AND c.checkpoint_id < {_P_CUT}",
+             f"NOT ({_P_TURN.replace('c.', 'k.')}) OR k.checkpoint_id >= {_P_CUT}")
+
 POSTGRES = {
-    "retain": [_p_drop(f"{_P_TURN} AND c.checkpoint_id < {_P_CUT}",
-                       f"NOT ({_P_TURN.replace('c.', 'k.')}) OR k.checkpoint_id >= {_P_CUT}")],
+    "retain": [_p_drop(*_P_RETAIN)],
+    "placed": _P_PLACED,
+    "retain_placed": _p_drop(*_P_RETAIN, then=_P_PLACED),
     "prune_latest": [
         "DELETE FROM checkpoint_writes w WHERE w.thread_id = %(t)s AND w.checkpoint_id IS DISTINCT "
         "FROM " + _P_LATEST.format(a="w"),

@@ -16,12 +16,16 @@ calls make:
   write transaction of the thread (its lock held) that reads the placement first and refuses
   the write (``PlacementChanged``, nothing written) if the thread moved meanwhile; retention
   runs in that same transaction when the checkpoint is a run's input (whole turns: never
-  between the steps of a run, a replay or a fork; see ``adapters.stores.checkpoint_sql``);
+  between the steps of a run, a replay or a fork; see ``adapters.stores.checkpoint_sql``).
+  Where the store sends a checkpoint with what commits with it as one message
+  (``Checkpoints.put_placed``, PostgreSQL: one implicit transaction, no ``BEGIN``/``COMMIT``),
+  the placement is checked by a guard statement after the lock that aborts it all;
 - the steps of a run (``loop`` checkpoints, pending writes, subgraph namespaces) go to the
   saver as they are, except the root checkpoint that first holds an answer: it is written in
   a transaction of the thread that also records the turn's new messages in the transcript
-  (``FoldHooks.turn``: no step or transaction of its own); a move while a run is under way
-  is found by the next run's read.
+  (``FoldHooks.turn``: no step or transaction of its own; on PostgreSQL one message without
+  the lock, as the recording ignores message ids the transcript holds); a move while a run
+  is under way is found by the next run's read.
 
 It advertises only what it implements (LangGraph's checkpoint-conformance suite detects a
 saver's capabilities by the methods its class overrides): ``copy_thread``, ``delete_for_runs``
@@ -42,7 +46,7 @@ from adapters.io import IO, Steps, run_async, run_sync
 from adapters.stores.base import Placement, Store, Tx, in_transaction, store_io
 from adapters.stores.placed_ops import MIXINS, OPERATIONS, ThreadOperations
 from adapters.stores.pruned import refuse_pruned
-from adapters.stores.tx_saver import ajoined_put, aplaced_get, joined_put, placed_get
+from adapters.stores.tx_saver import Moved, ajoined_put, aplaced_get, joined_put, placed_get
 from adapters.thread_keys import storage_id
 
 if TYPE_CHECKING:
@@ -94,17 +98,10 @@ def _opens(config: Any, metadata: Any) -> bool:
     return not configurable.get("checkpoint_ns") and (metadata or {}).get("source") != "loop"
 
 
-class _Moved(Exception):
-    """Inside a transaction: the thread no longer lives where this process claimed it."""
-
-    def __init__(self, placement: Placement | None) -> None:
-        self.placement = placement
-
-
 def _still(claimed: Placement, now: Placement | None) -> None:
-    """``now`` (read in a transaction) is where this process claimed the thread, or ``_Moved``."""
+    """``now`` (read in a transaction) is where this process claimed the thread, or ``Moved``."""
     if now is None or now.backend != claimed.backend or now.version != claimed.version:
-        raise _Moved(now)
+        raise Moved(now)
 
 
 def _overrides(saver: BaseCheckpointSaver, name: str) -> bool:
@@ -158,6 +155,13 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
         store = self.store
         _still(claimed, (yield store_io(store, tx, store.placement)))
 
+    def _read_placement(self, thread_id: str) -> Steps[Placement | None]:
+        store = self.store
+
+        def body(tx: Tx) -> Steps[Placement | None]:
+            return (yield store_io(store, tx, store.placement))
+        return (yield from in_transaction(store, thread_id, body, write=False))
+
     def _verified(self, thread_id: str) -> Steps[Placement | None]:
         """The claimed placement, checked in a read transaction of its own (``list``), or a
         fresh claim."""
@@ -168,7 +172,7 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
             try:
                 yield from in_transaction(self.store, thread_id, body, write=False)
                 return claimed
-            except _Moved:
+            except Moved:
                 self._claimed.pop(thread_id, None)
         return (yield from self._claim_steps(thread_id))
 
@@ -187,7 +191,7 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
             single = store.checkpoints.get_placed is not None
             try:
                 return (yield from in_transaction(store, tid, body, write=False, single=single))
-            except _Moved:  # another process moved it since: claim it again, then read
+            except Moved:  # another process moved it since: claim it again, then read
                 self._claimed.pop(tid, None)
         yield from self._claim_steps(tid)
         return (yield IO(inner.get_tuple, inner.aget_tuple, keyed))
@@ -230,23 +234,29 @@ class PlacedSaver(ThreadOperations, BaseCheckpointSaver):
             return (yield IO(inner.put, inner.aput, *args))
         if turns is not None and turn is not None:
             yield from turns.through_steps(turn)  # first, as a classic save writes through
+        store = self.store
+        whole = getattr(store.checkpoints, "put_placed", None)  # one message (PostgreSQL)
 
         def body(tx: Tx) -> Steps[Any]:
-            if check is not None:
-                yield from self._placed_in(tx, check)
-            stored = yield IO(joined_put, ajoined_put, self.store, tx, *args)
-            if retain:
-                yield from self._retain_in(tx)
-            if turns is not None and turn is not None:
-                yield from turns.record_steps(tx, turn)
+            if whole is not None:  # the guard and retention ride in it: Moved at the commit
+                stored = yield store_io(store, tx, whole, args, check, retain)
+            else:
+                if check is not None:
+                    yield from self._placed_in(tx, check)
+                stored = yield IO(joined_put, ajoined_put, store, tx, *args)
+                if retain:
+                    yield from self._retain_in(tx)
+            if turns is not None and turn is not None:  # no read in a message sent whole
+                yield from turns.record_steps(tx, turn, read=whole is None)
             return stored
         try:
-            stored = yield from in_transaction(self.store, tid, body)
-        except _Moved as moved:
+            stored = yield from in_transaction(store, tid, body)
+        except Moved as moved:
             from adapters.staged import PlacementChanged
 
             self._claimed.pop(tid, None)
-            now, was = moved.placement, check.version if check else "-"
+            now = moved.placement if moved.known else (yield from self._read_placement(tid))
+            was = check.version if check else "-"
             raise PlacementChanged(
                 f"thread {tid!r} moved (to {now.backend if now else 'no placement'}, version "
                 f"{now.version if now else '-'}) after this process claimed it for the agent "

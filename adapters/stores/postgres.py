@@ -27,12 +27,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.errors import ConfigError, StoreError
-from adapters.stores.base import Checkpoints, Tx
+from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.batch import Batch
-from adapters.stores.checkpoint_sql import POSTGRES, SqlCheckpointOps
+from adapters.stores.checkpoint_sql import MOVED, POSTGRES, SqlCheckpointOps
 from adapters.stores.postgres_classic import PostgresClassic, call_on
+from adapters.stores.schema import load_placement
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
-from adapters.stores.tx_saver import read_once
+from adapters.stores.tx_saver import Moved, read_once
 from adapters.stores.url import (
     DEFAULT_CONNECT_TIMEOUT, libpq_conninfo, lock_key, scrub_cause, split_url, sqlalchemy_url,
     url_problem,
@@ -42,6 +43,8 @@ __all__ = ["PostgresStore", "setup_lock"]
 
 _SETUP_LOCK_KEY = 0x6D656D7368696674  # "memshift"
 _LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
+_READ_PLACEMENT = ("SELECT backend, version, since, pinned FROM memshift_placement "
+                   "WHERE thread_id = %(tid)s")
 SETUP_TIMEOUT_S = 300.0
 
 
@@ -99,6 +102,40 @@ class _PostgresCheckpoints(SqlCheckpointOps, Checkpoints):
 
     async def aretain(self, tx: Tx) -> None:
         await self.store.arun(tx, self.retain)
+
+    def get_placed(self, tx: Tx, config: Any) -> tuple[Placement | None, Any]:
+        """The thread's placement and ``get_tuple(config)`` in one statement (one snapshot:
+        no ``BEGIN``/``COMMIT``), sent by the transaction's batch."""
+        from adapters._upstream import postgres_get_tuple_with
+
+        assert isinstance(tx, SqlTx) and tx.batch is not None
+        found, row = postgres_get_tuple_with(tx.batch.flush, config, _READ_PLACEMENT,
+                                             {"tid": tx.thread_id})
+        return load_placement(row if row[0] is not None else None, tx.thread_id), found
+
+    def put_placed(self, tx: Tx, args: tuple[Any, ...], placed: Placement | None,
+                   retain: bool) -> Any:
+        """``put(*args)`` (the statements ``PostgresSaver.put`` sends) with, when ``placed``,
+        a guard that aborts everything unless the thread is still placed there, and with
+        ``retain`` retention (one statement with the guard): queued, and sent whole with the
+        commit as one implicit transaction (``Batch.implicit``), after the thread's lock when
+        either is asked. A failed guard is ``Moved`` at the commit. What else the
+        transaction queues (the transcript) commits with it."""
+        from adapters._upstream import postgres_put_statements
+
+        assert isinstance(tx, SqlTx) and tx.batch is not None
+        batch = tx.batch
+        batch.implicit(lock=placed is not None or retain)
+        stored, statements = postgres_put_statements(*args)
+        for sql, params in statements:
+            batch.add(sql, params)
+        params = {"t": tx.thread_id, "skip": max(self.keep, 1) - 1}
+        if placed is not None:
+            batch.add(POSTGRES["retain_placed" if retain else "placed"],
+                      {**params, "backend": placed.backend, "version": placed.version})
+        elif retain:
+            batch.add(POSTGRES["retain"][0], params)
+        return stored
 
     def retain(self, tx: Tx) -> None:
         """Whole turns (``adapters.stores.checkpoint_sql``); one statement, batched: it goes
@@ -225,6 +262,15 @@ class PostgresStore(SqlStore):
         from sqlalchemy.util import greenlet_spawn
 
         return await greenlet_spawn(call_on, self._async_engine().sync_engine, sql, params)
+
+    def _finish(self, conn: Connection, batch: Batch | None) -> None:
+        """A placement guard that aborted the transaction (``put_placed``) is ``Moved``."""
+        try:
+            super()._finish(conn, batch)
+        except self.translated[-1] as exc:
+            if MOVED in str(exc):
+                raise Moved(known=False) from None
+            raise
 
     def _lock(self, conn: Connection, thread_id: str) -> None:
         conn.exec_driver_sql(_LOCK, {"key": lock_key(thread_id)})

@@ -4,7 +4,8 @@
 transaction of the thread, on the store's saver joined to it (``Checkpoints.saver``): its
 snapshot, its lock. ``memory.checkpointer`` reads a run's checkpoint with the placement
 (``placed_get``: in one statement where the store can) and writes a run's input checkpoint
-with the placement check and retention that way.
+with the placement check and retention that way (on PostgreSQL as one message, where a
+guard statement that finds the thread moved aborts it all: ``Moved``).
 
 A middleware step reads the thread's checkpoint (``get_state``) and then writes through
 ``update_state``, which reads the same checkpoint again before it writes. Inside one write
@@ -20,8 +21,17 @@ from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_id
 
-__all__ = ["ReadOnce", "ajoined_get", "ajoined_put", "aplaced_get", "joined_get", "joined_put",
-           "placed_get", "read_once"]
+__all__ = ["Moved", "ReadOnce", "ajoined_get", "ajoined_put", "aplaced_get", "joined_get",
+           "joined_put", "placed_get", "read_once"]
+
+
+class Moved(Exception):
+    """Inside a transaction: the thread no longer lives where this process claimed it.
+    ``placement``: where it lives now, when ``known`` (a guard statement that aborted its
+    transaction says only that it moved)."""
+
+    def __init__(self, placement: Any = None, known: bool = True) -> None:
+        self.placement, self.known = placement, known
 
 
 def joined_get(store: Any, tx: Any, config: Any) -> Any:
