@@ -95,9 +95,11 @@ def replay(url: str, work: Workload) -> Made:
     (save, save_params), (load, load_params) = captured_sql(url, work)
     key = lock_key(_PLACEHOLDER)
     holes = re.compile(f"({_PLACEHOLDER}|{_UUID.pattern})")
-    # each text parameter cut at its thread ids and message ids, once
-    cut = {name: [holes.split(v) for v in value] if isinstance(value, list) else value
-           for name, value in save_params.items() if name in ("mids", "tm", "wm")}
+    # each text parameter (an array, or an array literal) cut at its thread ids and message
+    # ids, once
+    cut = {name: [holes.split(v) for v in value] if isinstance(value, list) else
+           holes.split(value) for name, value in save_params.items() if name in ("mids", "tm", "wm")}
+    literal = isinstance(load_params["known"], str)  # the known rows as an array literal
     conn = psycopg.connect(url, autocommit=True)
     versions: dict[str, str] = {}
     rows: dict[str, list[int]] = {}
@@ -110,13 +112,18 @@ def replay(url: str, work: Workload) -> Made:
             rows[tid] = []
         ids: dict[str, str] = {}
         params = {**save_params, "t": tid, "k": lock_key(tid), "v": versions[tid]}
-        for name, texts in cut.items():
-            params[name] = ["".join(p if n % 2 == 0 else (
+
+        def filled(pieces: list[str]) -> str:
+            return "".join(p if n % 2 == 0 else (
                 tid if p == _PLACEHOLDER else ids.setdefault(p, str(uuid.uuid4())))
-                for n, p in enumerate(pieces)) for pieces in texts]
+                for n, p in enumerate(pieces))
+        for name, texts in cut.items():
+            params[name] = filled(texts) if isinstance(save_params[name], str) else \
+                [filled(pieces) for pieces in texts]
         (versions[tid], new), = conn.execute(save, params, prepare=True).fetchall()
-        row, = conn.execute(load, {**load_params, "t": tid, "known": rows[tid] + new},
-                            prepare=True).fetchall()
+        known = rows[tid] + new
+        row, = conn.execute(load, {**load_params, "t": tid, "known": "{%s}" % ",".join(
+            map(str, known)) if literal else known}, prepare=True).fetchall()
         versions[tid], rows[tid] = row[4], row[7]
     assert save_params["k"] == key
     return op, conn.close

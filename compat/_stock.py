@@ -10,7 +10,9 @@ stock on the bound thread (an unbound memory on a persistent store raises
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from compat._histories import WindowHistory
     from compat.memory import SummaryMemory
 
-__all__ = ["BufferRenderer", "PromptField", "StockSurface", "Style"]
+__all__ = ["BufferRenderer", "PromptField", "StockSurface", "Style", "forget_rendered"]
 
 
 def _a_prompt(value: Any) -> Any:
@@ -248,25 +250,33 @@ class StockSurface:
 # The history as a string (``get_buffer_string``), rendered once per message.
 #
 # On the in-memory store a classic window holds the store's own message objects, and the store
-# never edits them: between two loads a thread's window only grows at its end (a turn) or loses
+# never edits them; on PostgreSQL a string load's window holds the objects the one-statement
+# load keeps per thread (``adapters.stores.postgres_classic``), never edited either (a load
+# that takes the usual path decodes new objects: rendered again). Between two loads a thread's window only grows at its end (a turn) or loses
 # its head (a fold). ``get_buffer_string`` renders each message on its own and joins the lines
 # with ``"\\n"``, so the lines of messages rendered by an earlier load are reused (matched by
 # identity: ``kept_run``) and only new messages are rendered, by ``get_buffer_string`` itself.
 # A string load of a 60-message window then costs ~3 µs instead of ~45 µs. The cache holds the
 # messages, so an identity cannot be reused while it is cached. From the first message that is
-# not the same object on (a replaced window, a restore), messages are rendered again.
+# not the same object on (a replaced window, a restore), messages are rendered again. An
+# erasure drops the thread's rendering (``forget``).
 Style = tuple[str, str, type[BaseMessage]]  # human prefix, AI prefix, summary message class
-# thread id -> (style, messages rendered, their lines, summary, its line)
-_Entry = tuple[Style, tuple[BaseMessage, ...], list[str], str, str]
+# thread id -> (style, messages rendered, their lines, summary, its line, characters held)
+_Entry = tuple[Style, tuple[BaseMessage, ...], list[str], str, str, int]
 
 
 class BufferRenderer:
     """``get_buffer_string([summary_message_cls(summary), *window], prefixes)``, by thread.
-    The style is given on every call (a memory's prefixes may be reassigned)."""
+    The style is given on every call (a memory's prefixes may be reassigned). ``chars``: the
+    rendered text held, at most (a store whose cached messages it would otherwise outlive)."""
 
-    def __init__(self, threads: int = 1024) -> None:
+    def __init__(self, threads: int = 1024, chars: int | None = None) -> None:
         self.threads = threads  # cleared beyond this many: a bound, not an LRU
+        self.chars = chars
         self._cache: dict[str, _Entry] = {}
+        self._held = 0  # characters of the cached renderings
+        self._lock = threading.Lock()  # the cache and its count change together
+        _RENDERERS.add(self)
 
     def _line(self, message: BaseMessage, style: Style) -> str:
         return get_buffer_string([message], human_prefix=style[0], ai_prefix=style[1])
@@ -276,19 +286,43 @@ class BufferRenderer:
         entry = self._cache.get(thread_id)
         lines: list[str] = []
         head = ""
-        if entry is not None and entry[0] == style:
-            _, seen, seen_lines, seen_summary, seen_head = entry
-            if summary and summary == seen_summary:
-                head = seen_head
-            start, n = kept_run(seen, window)
-            lines = seen_lines[start:start + n]  # a copy: the cached entry is never changed
+        if entry is not None:
+            if entry[0] == style:
+                _, seen, seen_lines, seen_summary, seen_head, _ = entry
+                if summary and summary == seen_summary:
+                    head = seen_head
+                start, n = kept_run(seen, window)
+                lines = seen_lines[start:start + n]  # a copy: the cached entry is never changed
         lines.extend(self._line(m, style) for m in window[len(lines):])
         if summary and not head:
             head = self._line(style[2](content=summary), style)
-        if len(self._cache) >= self.threads and thread_id not in self._cache:
-            self._cache.clear()
-        self._cache[thread_id] = (style, tuple(window), lines, summary, head)
-        return "\n".join([head, *lines] if summary else lines)
+        text = "\n".join([head, *lines] if summary else lines)
+        with self._lock:
+            old = self._cache.pop(thread_id, None)
+            self._held -= old[5] if old is not None else 0
+            if len(self._cache) >= self.threads or \
+                    (self.chars is not None and self._held + len(text) > self.chars):
+                self._cache.clear()
+                self._held = 0
+            self._cache[thread_id] = (style, tuple(window), lines, summary, head, len(text))
+            self._held += len(text)
+        return text
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the thread's rendering (an erased thread leaves no text here)."""
+        with self._lock:
+            old = self._cache.pop(thread_id, None)
+            self._held -= old[5] if old is not None else 0
+
+
+_RENDERERS: weakref.WeakSet[BufferRenderer] = weakref.WeakSet()  # every live one
+
+
+def forget_rendered(thread_id: str) -> None:
+    """Drop the thread's rendering from every renderer of this process (an erasure)."""
+    for renderer in list(_RENDERERS):
+        renderer.forget(thread_id)
+
 
 def __getattr__(name: str) -> Any:
     # ``compat.history`` (an old name of this module) had the chat histories

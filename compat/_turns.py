@@ -91,12 +91,12 @@ def _check_content(message: BaseMessage) -> None:
 
 
 def _message(value: Any, cls: type[BaseMessage], side: str) -> BaseMessage:
-    if isinstance(value, BaseMessageChunk):  # a streamed answer: store the whole message
+    if type(value) is str:  # the common case first (a str is neither kind of message)
+        message = new_message(cls, value)  # = cls(content=value), at half its cost
+    elif isinstance(value, BaseMessageChunk):  # a streamed answer: store the whole message
         message = message_chunk_to_message(value).model_copy(deep=True)
     elif isinstance(value, BaseMessage):
         message = detach(value)  # = model_copy(deep=True), at a fraction of its cost
-    elif type(value) is str:
-        message = new_message(cls, value)  # = cls(content=value), at half its cost
     elif isinstance(value, (str, list)):  # text, or content blocks as stock stores them
         try:
             message = cls(content=value)

@@ -24,6 +24,7 @@ from adapters._upstream import check_upstream
 from adapters.errors import ConfigError, ThreadIdRequired, UnknownArgumentError
 from adapters.stores.base import require
 from adapters.stores.own_saver import OwnSaver
+from adapters.stores.quick import QuickClassic
 from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
 from compat._engines import Runtime, build_engine, open_memory_store, resolve_policy
@@ -41,6 +42,7 @@ __all__ = ["SummaryMemory"]
 BACKEND_ENV = "MEMSHIFT_BACKEND"
 STORE_ENV = "MEMSHIFT_STORE"
 DEFAULT_MAX_TOKEN_LIMIT = 2000  # stock ConversationSummaryBufferMemory default
+RENDERED_CHARS = 2_000_000  # string renderings kept of a store's quick loads, at most
 
 
 class SummaryMemory(StockSurface, BaseMemory):
@@ -114,9 +116,12 @@ class SummaryMemory(StockSurface, BaseMemory):
                 self.thread_id = session  # keyed by the history's own id
         rt.backend = build_engine(self, name, summarizer, rt.store)
         rt.adopter = legacy_adopter(self, rt.store, rt.private_thread)
-        # a classic window on the memory store keeps its objects: strings are rendered once
-        if name == "classic" and rt.store.shares_messages:  # per message
+        # a classic window whose objects the store keeps (in memory; PostgreSQL's quick
+        # load): strings are rendered once per message
+        if name == "classic" and rt.store.shares_messages:
             rt.renderer = BufferRenderer()
+        elif name == "classic" and isinstance(getattr(rt.store, "classic", None), QuickClassic):
+            rt.renderer = BufferRenderer(chars=RENDERED_CHARS)  # it may outlive the store's
 
     @field_serializer("store", "staged", "legacy")
     def _dump_secrets(self, value: Any) -> Any:

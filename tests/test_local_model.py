@@ -90,8 +90,20 @@ def test_replay_with_the_local_model_is_equivalent_and_capped(local_server: str)
     assert all(policy.count([HumanMessage(s)]) <= 128
                for t in report.turns for s in t.summaries.values() if s)
     offline = replay_file(LANCE, policy=policy)
-    # Fold points are the policy's: the same with a real model as with the offline summarizer.
-    assert [t.folds["classic"] for t in report.turns] == [t.folds["classic"] for t in offline.turns]
+    # Fold points are the policy's, never the model's: a fold is made only where the offline
+    # summarizer's run makes one or later, when the fold check rejected the model's reply (the
+    # fold is deferred and retried on the next save). A turn whose fold is still deferred keeps
+    # more messages verbatim than the offline run, never fewer: nothing is dropped.
+    lagging = 0
+    for mine, theirs in zip(report.turns, offline.turns, strict=True):
+        assert mine.folds["classic"] <= theirs.folds["classic"], mine.index
+        if mine.folds["classic"] < theirs.folds["classic"]:
+            lagging += 1
+            assert mine.windows["classic"] > theirs.windows["classic"], mine.index
+    assert report.turns[-1].folds["classic"] >= 1
+    print(f"\nlocal model replay: {report.summarizer_calls} calls, "
+          f"{report.turns[-1].folds['classic']} folds (offline {offline.turns[-1].folds['classic']}), "
+          f"{lagging} turns behind a deferred fold")
 
 
 def test_cli_no_share_with_the_local_model(local_server: str, capsys: pytest.CaptureFixture[str]) -> None:

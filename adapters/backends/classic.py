@@ -26,6 +26,7 @@ from adapters import _upstream
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.backends.classic_state import ClassicWrites, WindowCounts
 from adapters.stores.base import ClassicSnapshot, Tx
+from adapters.stores.quick import QuickClassic
 from adapters.view import MemoryView, ThreadRecord, detach
 
 if TYPE_CHECKING:
@@ -44,8 +45,12 @@ class ClassicBackend(MemoryBackend):
         super().__init__(**kwargs)
         self.summary_message_cls = summary_message_cls
         self._local = threading.local()
-        self._counts = WindowCounts(self.policy.count) if self.store.shares_messages and \
-            self.policy.additive else None
+        # window counts kept by identity: every window of a store that shares its messages;
+        # the windows a store's quick path keeps (``ClassicSnapshot.kept``: fewer of them)
+        shares = self.store.shares_messages
+        kept = shares or isinstance(getattr(self.store, "classic", None), QuickClassic)
+        self._counts = WindowCounts(self.policy.count, 4096 if shares else 1024) \
+            if kept and self.policy.additive else None
         self._llm = llm
 
     @cached_property
@@ -68,6 +73,7 @@ class ClassicBackend(MemoryBackend):
 
             memory = self._local.memory = PolicySummaryBufferMemory.build(
                 llm=self.llm, policy=self.policy, counts=self._counts,
+                shares=self.store.shares_messages,
                 human_prefix=self.human_prefix, ai_prefix=self.ai_prefix,
                 summary_message_cls=self.summary_message_cls)
         return memory.step(snapshot, writes or ClassicWrites(), fold)

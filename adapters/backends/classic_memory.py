@@ -47,12 +47,14 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
     """``ConversationSummaryBufferMemory`` whose prune follows a memshift policy and folds
     through the function the engine handed in."""
 
-    _bound: tuple[Any, WindowCounts | None] = PrivateAttr(default=(None, None))  # policy, counts
+    # policy, window counts, whether every snapshot's messages are the store's own
+    _bound: tuple[Any, WindowCounts | None, bool] = PrivateAttr(default=(None, None, False))
     _job: tuple[FoldFn | None, int] = PrivateAttr(default=(None, 0))  # fold function, folds
 
     @classmethod
-    def build(cls, *, llm: Any, policy: Any, counts: WindowCounts | None, human_prefix: str,
-              ai_prefix: str, summary_message_cls: type[BaseMessage]) -> PolicySummaryBufferMemory:
+    def build(cls, *, llm: Any, policy: Any, counts: WindowCounts | None, shares: bool,
+              human_prefix: str, ai_prefix: str,
+              summary_message_cls: type[BaseMessage]) -> PolicySummaryBufferMemory:
         """The real class, with ``model_construct`` (the inputs are memshift's own, already
         valid; the class's deprecation warning is about using it directly, which memshift
         exists to replace). ``step`` then points it at one thread's snapshot."""
@@ -61,7 +63,8 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
             max_token_limit=policy.max_tokens or 2000, prompt=policy.prompt,
             human_prefix=human_prefix, ai_prefix=ai_prefix,
             summary_message_cls=summary_message_cls, return_messages=True)
-        built._bound = (policy, counts)
+        built._bound = (policy, counts, shares)
+        built.moving_summary_buffer = ""  # set once as the class sets it (then by ``step``)
         return built
 
     def step(self, snapshot: ClassicSnapshot, writes: ClassicWrites,
@@ -70,18 +73,21 @@ class PolicySummaryBufferMemory(ConversationSummaryBufferMemory):
         window = self.chat_memory  # the instance's own StepWindow, pointed at this step
         assert isinstance(window, StepWindow)
         window.snapshot, window.writes = snapshot, writes
-        self.moving_summary_buffer = snapshot.summary
-        self._job = (fold, snapshot.folds)
+        # what ``self.moving_summary_buffer = ...`` and ``self._job = ...`` store, without
+        # pydantic's ``__setattr__`` on every step (the class validates no assignment)
+        self.__dict__["moving_summary_buffer"] = snapshot.summary
+        self.__pydantic_private__["_job"] = (fold, snapshot.folds)  # type: ignore[index]
         return self
 
     def prune(self) -> None:
         """Fold per the policy; the summary and the shorter window are written together."""
         history = self.chat_memory
         window = list(history.messages)  # a copy: never mutate what a getter returned
-        (policy, counts), (fold, folds) = self._bound, self._job
+        (policy, counts, shares), (fold, folds) = self._bound, self._job
         tokens = None
-        if counts is not None and policy.max_tokens is not None:
-            assert isinstance(history, StepWindow)  # read rows have keys, this step's have none
+        assert isinstance(history, StepWindow)
+        if counts is not None and policy.max_tokens is not None and \
+                (shares or history.snapshot.kept):  # read rows have keys, this step's none
             rows = history.snapshot.rows
             tokens = counts(window, stored=len(rows) - rows.count(None))
         if not policy.trigger_reason(window, tokens):  # one count, like stock's prune;

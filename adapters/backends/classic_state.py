@@ -27,10 +27,11 @@ class ClassicWrites:
 
 class WindowCounts:
     """``counter(window)`` for an additive counter, counting only what is new. On a store
-    whose reads hand out its own, never-edited message objects, a thread's window is the
-    previous one plus a turn, or minus a folded head: the count of the common head is kept
-    (prefix sums, keyed by the identity of the window's first message, which the entry holds
-    so the identity is not reused) and only the rest is counted. A window that starts
+    whose reads hand out its own, never-edited message objects (every read of a store that
+    ``shares_messages``; a ``ClassicSnapshot.kept`` of PostgreSQL's quick path), a thread's
+    window is the previous one plus a turn, or minus a folded head: the count of the common
+    head is kept (prefix sums, keyed by the identity of the window's first message, which the
+    entry holds so the identity is not reused) and only the rest is counted. A window that starts
     elsewhere is counted whole. Only the first ``stored`` messages (those read from the store;
     the rest are this step's, which the store keeps as its own copies) are kept."""
 

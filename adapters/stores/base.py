@@ -54,12 +54,15 @@ class Tx:
 @dataclass
 class ClassicSnapshot:
     """A classic thread as one transaction sees it. ``rows`` are opaque row keys, one per
-    window message, so a fold can delete exactly the prefix it summarized."""
+    window message, so a fold can delete exactly the prefix it summarized. ``kept``: the
+    window's messages are objects the store keeps and never edits (as a store that
+    ``shares_messages`` hands out), so what is computed from them may be kept by identity."""
 
     summary: str = ""
     folds: int = 0
     window: list[BaseMessage] = field(default_factory=list)
     rows: list[Any] = field(default_factory=list)
+    kept: bool = False
 
 
 @dataclass(frozen=True)

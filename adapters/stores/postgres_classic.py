@@ -8,8 +8,9 @@ what this process last saw of each thread.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
@@ -34,11 +35,13 @@ __all__ = ["SEEN_CHARS", "PostgresClassic", "call_on"]
 # entry kept here could match a newer row only 2**32 transactions later, and every load
 # renews it. The load reads placement, version and window in one snapshot: every row id, and
 # the text of the rows not kept here (window rows never change: a kept one is decoded).
+# Array parameters travel as array literals (``_array``; the known rows' one kept with them):
+# psycopg's binary array dumper costs ~5 us for two texts, ~12 us for 40 row ids, in Python.
 _QUICK_READ = """SELECT p.backend, p.version, p.since, p.pinned, c.xmin::text, c.summary,
 c.folds, w.ids, w.msgs FROM memshift_placement p
 LEFT JOIN memshift_classic c ON c.thread_id = p.thread_id
 LEFT JOIN LATERAL (SELECT array_agg(x.id ORDER BY x.id) AS ids,
-  array_agg(x.message ORDER BY x.id) FILTER (WHERE x.id <> ALL(%(known)b::bigint[])) AS msgs
+  array_agg(x.message ORDER BY x.id) FILTER (WHERE x.id <> ALL(%(known)s::bigint[])) AS msgs
   FROM memshift_window x WHERE x.session_id = %(t)s) w ON true
 WHERE p.thread_id = %(t)s"""
 # The save takes the thread's lock first (a one-time filter: before any row is read), so it
@@ -52,14 +55,15 @@ _QUICK_APPEND = """WITH p AS (SELECT 1 FROM memshift_placement
 c AS (UPDATE memshift_classic c SET folds = c.folds WHERE EXISTS (SELECT FROM p)
   AND c.thread_id = %(t)s AND c.xmin = %(v)s::xid RETURNING c.xmin::text AS v),
 tr AS (INSERT INTO memshift_transcript (thread_id, message_id, message)
-  SELECT %(t)s, m.mid, m.msg FROM c, unnest(%(mids)b::text[], %(tm)b::text[])
+  SELECT %(t)s, m.mid, m.msg FROM c, unnest(%(mids)s::text[], %(tm)s::text[])
   WITH ORDINALITY AS m(mid, msg, n) ORDER BY m.n ON CONFLICT DO NOTHING),
 w AS (INSERT INTO memshift_window (session_id, message)
-  SELECT %(t)s, m.msg FROM c, unnest(%(wm)b::text[]) WITH ORDINALITY AS m(msg, n)
+  SELECT %(t)s, m.msg FROM c, unnest(%(wm)s::text[]) WITH ORDINALITY AS m(msg, n)
   ORDER BY m.n RETURNING id)
 SELECT c.v, (SELECT array_agg(id ORDER BY id) FROM w) FROM c"""
 _TOUCH = """INSERT INTO memshift_classic (thread_id, summary, folds) VALUES (%(tid)s, '', 0)
 ON CONFLICT (thread_id) DO UPDATE SET folds = memshift_classic.folds"""
+_lock_key = functools.lru_cache(maxsize=4096)(lock_key)  # a hash per save, of a few ids
 _EXPLICIT_ONLY = 2**31  # psycopg prepares after this many runs: never, unless asked to
 SEEN_CHARS = 2_000_000  # window text kept of the classic threads last seen here, at most
 
@@ -68,19 +72,22 @@ class _Seen:
     """What a quick read or write saw of a classic thread (never edited: replaced whole)."""
 
     __slots__ = ("placement", "version", "summary", "folds", "window", "rows", "sizes",
-                 "chars")
+                 "chars", "placed", "known")
 
     def __init__(self, placement: Placement, version: str | None, summary: str, folds: int,
                  window: tuple[BaseMessage, ...], rows: tuple[int, ...],
-                 sizes: tuple[int, ...]) -> None:
+                 sizes: tuple[int, ...], placed: tuple[Any, ...], known: str) -> None:
         self.placement, self.version, self.summary, self.folds = placement, version, summary, folds
         self.window, self.rows, self.sizes = window, rows, sizes  # sizes: each row's text
         self.chars = sum(sizes)
+        self.placed = placed  # the placement record's columns as read
+        self.known = known  # ``rows`` as an array literal (the next load's parameter)
 
     def seen(self, detached: bool) -> ClassicSeen:
         window = [detach(m) for m in self.window] if detached else list(self.window)
         return ClassicSeen(self.placement, self.version,
-                           ClassicSnapshot(self.summary, self.folds, window, list(self.rows)))
+                           ClassicSnapshot(self.summary, self.folds, window, list(self.rows),
+                                           kept=not detached))
 
 
 class PostgresClassic(SqlClassic, QuickClassic):
@@ -109,14 +116,14 @@ class PostgresClassic(SqlClassic, QuickClassic):
         prior = self._seen.get(thread_id)
         with self.pg.guard("load"):
             rows = self.pg.call(_QUICK_READ, {"t": thread_id,
-                                              "known": list(prior.rows) if prior else []})
+                                              "known": prior.known if prior else "{}"})
         return self._read(thread_id, prior, rows, detached)
 
     async def aquick_read(self, thread_id: str, detached: bool) -> ClassicSeen | None:
         prior = self._seen.get(thread_id)
         with self.pg.guard("load"):
             rows = await self.pg.acall(_QUICK_READ, {"t": thread_id,
-                                                     "known": list(prior.rows) if prior else []})
+                                                     "known": prior.known if prior else "{}"})
         return self._read(thread_id, prior, rows, detached)
 
     def seen(self, thread_id: str) -> ClassicSeen | None:
@@ -125,42 +132,52 @@ class PostgresClassic(SqlClassic, QuickClassic):
 
     def quick_append(self, thread_id: str, seen: ClassicSeen,
                      transcript: Sequence[BaseMessage], window: Sequence[BaseMessage]) -> bool:
-        params = _append_params(thread_id, seen, transcript, window)
+        params, texts = _append_params(thread_id, seen, transcript, window)
         if params is None:
             return False
         with self.pg.guard("save"):
             rows = self.pg.call(_QUICK_APPEND, params)
-        return self._appended(thread_id, seen, window, params["wm"], rows)
+        return self._appended(thread_id, seen, window, texts, rows)
 
     async def aquick_append(self, thread_id: str, seen: ClassicSeen,
                             transcript: Sequence[BaseMessage],
                             window: Sequence[BaseMessage]) -> bool:
-        params = _append_params(thread_id, seen, transcript, window)
+        params, texts = _append_params(thread_id, seen, transcript, window)
         if params is None:
             return False
         with self.pg.guard("save"):
             rows = await self.pg.acall(_QUICK_APPEND, params)
-        return self._appended(thread_id, seen, window, params["wm"], rows)
+        return self._appended(thread_id, seen, window, texts, rows)
 
     def _read(self, thread_id: str, prior: _Seen | None, rows: list[Any],
               detached: bool) -> ClassicSeen | None:
         if not rows:
             return None
-        backend, pv, since, pinned, version, summary, folds, ids, texts = rows[0]
-        placement = load_placement((backend, pv, since, pinned), thread_id)
+        row = rows[0]
+        ids, texts = tuple(row[7] or ()), row[8]
+        if prior is not None and texts is None and ids == prior.rows and \
+                row[:7] == (*prior.placed, prior.version, prior.summary, prior.folds):
+            self._keep(thread_id, prior)  # the steady state: as this process last saw it
+            return prior.seen(detached)
+        placement = load_placement(row[:4], thread_id)
         assert placement is not None  # (a row was read)
-        known = dict(zip(prior.rows, zip(prior.window, prior.sizes))) if prior else {}
-        new = iter(texts or ())  # the rows not in ``known``, in order
-        window, sizes = [], []
-        for row in ids or ():
-            kept = known.get(row)
-            if kept is None:
-                text = next(new)
-                kept = load_message(text, thread_id, "memshift_window", row, keep=True), len(text)
-            window.append(kept[0])
-            sizes.append(kept[1])
-        entry = _Seen(placement, version, summary or "", folds or 0, tuple(window),
-                      tuple(ids or ()), tuple(sizes))
+        if prior is not None and texts is None and ids == prior.rows:
+            window, sizes = prior.window, prior.sizes  # every row kept here
+        else:
+            known = dict(zip(prior.rows, zip(prior.window, prior.sizes))) if prior else {}
+            new = iter(texts or ())  # the rows not in ``known``, in order
+            decoded, lengths = [], []
+            for key in ids:
+                kept = known.get(key)
+                if kept is None:
+                    text = next(new)
+                    kept = load_message(text, thread_id, "memshift_window", key,
+                                        keep=True), len(text)
+                decoded.append(kept[0])
+                lengths.append(kept[1])
+            window, sizes = tuple(decoded), tuple(lengths)
+        entry = _Seen(placement, row[4], row[5] or "", row[6] or 0, window, ids, sizes,
+                      tuple(row[:4]), _array(map(str, ids)))
         if placement.backend == "classic":
             self._keep(thread_id, entry)
         return entry.seen(detached)
@@ -170,14 +187,16 @@ class PostgresClassic(SqlClassic, QuickClassic):
         if not rows:  # a miss: what was seen is stale
             self._keep(thread_id, None)
             return False
-        version, ids = rows[0]
+        version, ids = rows[0][0], tuple(rows[0][1] or ())
         prior = self._seen.get(thread_id)
-        if prior is None or prior.version != seen.version or len(ids or ()) != len(window):
+        if prior is None or prior.version != seen.version or len(ids) != len(window):
             self._keep(thread_id, None)
             return True
+        known = prior.known if not ids else \
+            prior.known[:-1] + ("," if prior.rows else "") + ",".join(map(str, ids)) + "}"
         self._keep(thread_id, _Seen(prior.placement, version, prior.summary, prior.folds,
-                                    prior.window + tuple(window), prior.rows + tuple(ids),
-                                    prior.sizes + tuple(map(len, texts))))
+                                    prior.window + tuple(window), prior.rows + ids,
+                                    prior.sizes + tuple(map(len, texts)), prior.placed, known))
         return True
 
     def _keep(self, thread_id: str, entry: _Seen | None) -> None:
@@ -195,29 +214,40 @@ class PostgresClassic(SqlClassic, QuickClassic):
 
 
 def _append_params(thread_id: str, seen: ClassicSeen, transcript: Sequence[BaseMessage],
-                   window: Sequence[BaseMessage]) -> dict[str, Any] | None:
-    """The quick save's parameters; ``None`` for what only the usual path writes: a state
-    with no version yet, messages without ids, a long id (its original is recorded there)."""
+                   window: Sequence[BaseMessage]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The quick save's parameters and the window rows' texts; ``None`` for what only the
+    usual path writes: a state with no version yet, messages without ids, a long id (its
+    original is recorded there)."""
     if seen.version is None or original_of(thread_id) is not None or \
             any(m.id is None for m in transcript):
-        return None
+        return None, []
     texts = [dump_message(m) for m in window]
+    wm = _array(map(_quoted, texts))
     same = len(transcript) == len(window) and all(a is b for a, b in zip(transcript, window))
-    return {"k": lock_key(thread_id), "t": thread_id, "pv": seen.placement.version,
-            "v": seen.version, "mids": [m.id for m in transcript],
-            "tm": texts if same else [dump_message(m) for m in transcript], "wm": texts}
+    return {"k": _lock_key(thread_id), "t": thread_id, "pv": seen.placement.version,
+            "v": seen.version, "mids": _array(_quoted(str(m.id)) for m in transcript),
+            "tm": wm if same else _array(_quoted(dump_message(m)) for m in transcript),
+            "wm": wm}, texts
+
+
+def _array(elements: Iterable[str]) -> str:
+    """A PostgreSQL array literal of ``elements`` (each already an element's text)."""
+    return "{" + ",".join(elements) + "}"
+
+
+def _quoted(text: str) -> str:
+    """``text`` as an array element: in double quotes, where a backslash escapes the next
+    character (so every text stays itself: commas, braces, quotes, ``NULL``, blanks)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def call_on(engine: Any, sql: str, params: dict[str, Any]) -> list[Any]:
     """``sql`` prepared, in autocommit (its own transaction, one round trip), on a connection
     of ``engine``'s pool, which is given back as it was; sync, or in SQLAlchemy's greenlet on
     the async engine's pool."""
-    import psycopg
-    from sqlalchemy.util import await_only
-
     raw = engine.raw_connection()
     conn = raw.driver_connection
-    wait: Any = await_only if isinstance(conn, psycopg.AsyncConnection) else _ready
+    wait: Any = _ready if type(conn) in _SYNC else _waiter(conn)
     try:
         conn.prepare_threshold = _EXPLICIT_ONLY
         wait(conn.set_autocommit(True))
@@ -236,3 +266,18 @@ def call_on(engine: Any, sql: str, params: dict[str, Any]) -> list[Any]:
 
 def _ready(result: Any) -> Any:
     return result
+
+
+_SYNC: set[type] = set()  # the driver's sync connection classes met: no import, no await
+
+
+def _waiter(conn: Any) -> Any:
+    """How ``call_on`` waits on ``conn``'s calls: awaited in SQLAlchemy's greenlet for an
+    async connection; a sync one's class is remembered (its calls return their results)."""
+    import psycopg
+    from sqlalchemy.util import await_only
+
+    if isinstance(conn, psycopg.AsyncConnection):
+        return await_only
+    _SYNC.add(type(conn))
+    return _ready

@@ -35,6 +35,7 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Placements, Store, require
 from adapters.telemetry import thread_hash
 from compat._adopt import legacy_histories
+from compat._stock import forget_rendered
 from compat._turns import check_thread_id, stable_ids
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ def forget(memory: SummaryMemory, thread_id: str, match: str | None = None, *,
         if not dry_run:
             report.shadow_lines_removed = sum(_scrub_log(path, tid, match) for path in logs)
             report.mismatches_removed = engine.forget_mismatches(tid)
+            forget_rendered(tid)  # no string rendering of it stays in this process either
             stores = held or [home, *others]  # (finishing a cut-off run: wherever it erased)
             compacted = [s for s in stores if hasattr(s, "compact")] if compact else []
             report.compacted = [s.url for s in compacted]
