@@ -82,7 +82,8 @@ def test_replay_with_the_local_model_is_equivalent_and_capped(local_server: str)
     from adapters.summarizer import ChatModelSummarizer
     from compat.replay import replay_file
 
-    policy = MemoryPolicy(max_tokens=150, keep_tokens=60, max_summary_tokens=128)
+    # retry_backoff 0: a fold the check rejects is tried again on the next save
+    policy = MemoryPolicy(max_tokens=150, keep_tokens=60, max_summary_tokens=128, retry_backoff=0)
     summarizer = ChatModelSummarizer(_chat(local_server), policy.prompt, max_tokens=128)
     report = replay_file(LANCE, policy=policy, summarizer=summarizer)
     assert report.turns and not report.divergences
