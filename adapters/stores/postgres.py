@@ -30,7 +30,7 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.checkpoint_sql import MOVED, POSTGRES, SqlCheckpointOps
-from adapters.stores.postgres_classic import PostgresClassic, call_on
+from adapters.stores.postgres_classic import PostgresClassic, ReservedConnection, call_on
 from adapters.stores.schema import load_placement
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import Moved, read_once
@@ -220,6 +220,7 @@ class PostgresStore(SqlStore):
                                connect_args={"prepare_threshold": None})
         super().__init__(redacted, engine)
         self.classic = PostgresClassic(self)
+        self.reserved = ReservedConnection(engine)  # the quick path's (sync) connection
         self._pool_size = pool_size
         self.checkpoints = _PostgresCheckpoints(self, keep_checkpoints)
         if create_schema:
@@ -256,12 +257,16 @@ class PostgresStore(SqlStore):
     def call(self, sql: str, params: dict[str, Any]) -> list[Any]:
         """One statement in a transaction of its own, in one round trip, prepared
         (``adapters.stores.postgres_classic``)."""
-        return call_on(self.engine, sql, params)
+        return self.reserved.call(sql, params)
 
     async def acall(self, sql: str, params: dict[str, Any]) -> list[Any]:
         from sqlalchemy.util import greenlet_spawn
 
         return await greenlet_spawn(call_on, self._async_engine().sync_engine, sql, params)
+
+    def close(self) -> None:
+        self.reserved.close()  # checked out: the pool's dispose would not close it
+        super().close()
 
     def _finish(self, conn: Connection, batch: Batch | None) -> None:
         """A placement guard that aborted the transaction (``put_placed``) is ``Moved``."""
