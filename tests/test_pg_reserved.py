@@ -79,7 +79,7 @@ def test_a_terminated_reserved_connection_costs_no_turn(fresh_store: Any, pg_ser
                 pass
         _turn(memory, "t", 6)
         done.append(6)
-        assert len(done) >= 6  # at most one call met the dead connection
+        assert len(done) >= 6, done  # at most one call met the dead connection
         assert [str(m.content) for m in memory.load("t").messages] == \
             [x for i in done for x in (f"q{i}", f"a{i}")]
 
