@@ -2,7 +2,9 @@
 
 Every ``SummaryMemory`` that is not shadow runs on this engine: ``backend="staged"`` with a
 rollout share (or ``route``), and a fixed ``backend="classic"`` / ``"middleware"``, which is a
-rollout of 0.0 / 1.0. A thread's location is one record (``Placement``: backend, version,
+rollout of 0.0 / 1.0. A fixed configuration's saves and loads go straight to its own side,
+whose transaction checks the placement before anything else (the guard); only a thread the
+guard refuses (placed elsewhere, or due to move) goes through the router. A thread's location is one record (``Placement``: backend, version,
 since, pinned) kept with the middleware side's store, and every path reads it inside its own
 transaction: a save's guard reads it before anything is written, a load's before the state is
 read. A thread found on the other backend moves at first touch: its state is copied through
@@ -84,6 +86,10 @@ class StagedEngine(Engine):
             config_since=time.time() if config_since is None else config_since)
         self.sides = sides
         self._first = next(iter(sides.built.values()))
+        # a fixed configuration's own side, served without the router while the placement
+        # guard in its own transaction agrees (``_direct``)
+        self._own = sides.built.get(fixed) if fixed is not None and placer.same_store and \
+            not placer.read_only else None
         self.fixed, self.name = fixed, fixed or "staged"
         self.rollout, self.route, self.move_on_touch = placer.rollout, route, move_on_touch
         self.config_since, self.store = placer.config_since, placer.store
@@ -226,6 +232,18 @@ class StagedEngine(Engine):
             return result
         raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
 
+    def _own_side(self, thread_id: str, guard: Guard | None) -> Engine | None:
+        """A fixed configuration's own side, to call straight (the hot path): its transaction
+        checks the placement first (the guard), no router between; a refusal (``Elsewhere``,
+        ``Unsettled``: rolled back, nothing written) goes to the router, which moves the
+        thread or serves it where it lives. ``None`` for a thread last found elsewhere, or a
+        caller's guard."""
+        own = self._own
+        if own is None or guard is not None or \
+                self.placer.hints.get(thread_id, self.fixed) != self.fixed:
+            return None
+        return own
+
     def _quick(self, thread_id: str) -> MemoryEngine | None:
         """The classic side, when it may serve the thread in one statement per call
         (``MemoryEngine.quick_load_steps``): a one-backend engine on the store of the
@@ -257,6 +275,15 @@ class StagedEngine(Engine):
             if view is not None:
                 self.placer.remember(thread_id, "classic")
                 return view
+        own = self._own_side(thread_id, guard)
+        if own is not None:
+            try:
+                return (yield from own.load_steps(thread_id, detached,
+                                                  self.placer.guard(own.name, False)))
+            except Elsewhere as moved:
+                self.placer.remember(thread_id, moved.backend)
+            except Unsettled:
+                pass
         return (yield from self._routed(
             thread_id, False, guard,
             lambda side, checked: side.load_steps(thread_id, detached, checked)))
@@ -269,6 +296,15 @@ class StagedEngine(Engine):
                                                      self._serves_classic(thread_id))
             if quick is not None:
                 return quick
+        own = self._own_side(thread_id, guard)
+        if own is not None:
+            try:
+                return (yield from own.save_steps(thread_id, turn, fold,
+                                                  self.placer.guard(own.name, True)))
+            except Elsewhere as moved:
+                self.placer.remember(thread_id, moved.backend)
+            except Unsettled:
+                pass
         stored = yield from self._routed(
             thread_id, True, guard,
             lambda side, checked: side.save_steps(thread_id, turn, fold, checked))

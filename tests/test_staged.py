@@ -305,3 +305,35 @@ def test_staged_async_moves_without_worker_threads(kind: str, fresh_store,
             await moved.asave("t", *filler_turn("t", 4, 8))
             assert (await moved.aload("t")).messages[-1].content.startswith("answer 4")
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_a_fixed_configuration_serves_its_threads_without_the_router(
+        kind: str, fresh_store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a fixed backend's saves and loads go straight to its own side, whose
+    transaction checks the placement; only a thread placed elsewhere goes through the router,
+    which moves it at first touch, once."""
+    from adapters.staged import StagedEngine
+
+    routed: list[str] = []
+    real = StagedEngine._routed
+
+    def spy(self: StagedEngine, thread_id: str, *args: object) -> object:
+        routed.append(thread_id)
+        return real(self, thread_id, *args)  # type: ignore[arg-type]
+    monkeypatch.setattr(StagedEngine, "_routed", spy)
+    store = open_store(fresh_store(kind))
+    with SummaryMemory(backend="middleware", store=store) as other:
+        other.save("moved", "q0", "a0")
+    routed.clear()
+    with SummaryMemory(backend="classic", store=store) as memory:
+        for i in range(4):
+            memory.save("t", f"q{i}", f"a{i}")
+            assert len(memory.load("t").messages) == 2 * (i + 1)
+        assert routed == []
+        assert [str(m.content) for m in memory.load("moved").messages] == ["q0", "a0"]
+        assert routed == ["moved"]  # found on the middleware side: moved at first touch
+        assert admin.placement(memory, "moved").backend == "classic"
+        memory.save("moved", "q1", "a1")
+        assert [str(m.content) for m in memory.load("moved").messages] == ["q0", "a0", "q1", "a1"]
+        assert routed == ["moved"]  # from then on, served straight
