@@ -30,7 +30,8 @@ from adapters.errors import ConfigError, StoreError
 from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.batch import Batch
 from adapters.stores.checkpoint_sql import MOVED, POSTGRES, SqlCheckpointOps
-from adapters.stores.postgres_classic import PostgresClassic, ReservedConnection, call_on
+from adapters.stores.pg_calls import ReservedConnection, call_on
+from adapters.stores.postgres_classic import PostgresClassic
 from adapters.stores.schema import load_placement
 from adapters.stores.sql import SqlStore, SqlTx, _conn, scrub_password
 from adapters.stores.tx_saver import Moved, read_once

@@ -9,7 +9,6 @@ what this process last saw of each thread.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ from adapters.view import detach
 if TYPE_CHECKING:
     from adapters.stores.postgres import PostgresStore
 
-__all__ = ["SEEN_CHARS", "PostgresClassic", "ReservedConnection", "call_on"]
+__all__ = ["SEEN_CHARS", "PostgresClassic"]
 
 # The classic load and save of one statement each (``adapters.stores.quick``). The version of
 # a thread's classic state is its ``memshift_classic`` row's xmin: every write of the row makes
@@ -65,7 +64,6 @@ SELECT c.v, (SELECT array_agg(id ORDER BY id) FROM w) FROM c"""
 _TOUCH = """INSERT INTO memshift_classic (thread_id, summary, folds) VALUES (%(tid)s, '', 0)
 ON CONFLICT (thread_id) DO UPDATE SET folds = memshift_classic.folds"""
 _lock_key = functools.lru_cache(maxsize=4096)(lock_key)  # a hash per save, of a few ids
-_EXPLICIT_ONLY = 2**31  # psycopg prepares after this many runs: never, unless asked to
 SEEN_CHARS = 2_000_000  # window text kept of the classic threads last seen here, at most
 
 
@@ -240,124 +238,3 @@ def _quoted(text: str) -> str:
     """``text`` as an array element: in double quotes, where a backslash escapes the next
     character (so every text stays itself: commas, braces, quotes, ``NULL``, blanks)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def call_on(engine: Any, sql: str, params: dict[str, Any]) -> list[Any]:
-    """``sql`` prepared, in autocommit (its own transaction, one round trip), on a connection
-    of ``engine``'s pool, which is given back as it was; sync, or in SQLAlchemy's greenlet on
-    the async engine's pool."""
-    raw = engine.raw_connection()
-    conn = raw.driver_connection
-    wait: Any = _ready if type(conn) in _SYNC else _waiter(conn)
-    try:
-        conn.prepare_threshold = _EXPLICIT_ONLY
-        wait(conn.set_autocommit(True))
-        cur = conn.cursor()
-        wait(cur.execute(sql, params, prepare=True))
-        rows = wait(cur.fetchall())
-        conn.prepare_threshold = None
-        wait(conn.set_autocommit(False))
-    except BaseException:
-        raw.invalidate()  # in an unknown state: never handed out again
-        raise
-    finally:
-        raw.close()
-    return rows
-
-
-class ReservedConnection:
-    """One of the pool's connections, kept for the quick path's one-statement calls (sync).
-
-    Checking a connection out of SQLAlchemy's pool and back, switching it to autocommit and
-    back and making a cursor cost ~80 µs of client CPU a save+load (measured: 412 -> 329 µs,
-    0.62 -> 0.71x the raw driver in one run). This connection stays in autocommit with its
-    statements prepared. A call takes it only when no other thread holds it and uses the pool
-    otherwise (it never waits); a failing call drops it (invalidated: the next call checks out
-    a fresh one), and so does any connection of the pool found dead (SQLAlchemy then renews
-    the whole pool: a server restart costs one failed call, not one per path); a forked child
-    leaves its parent's alone; ``close`` closes it."""
-
-    def __init__(self, engine: Any) -> None:
-        from sqlalchemy import event
-
-        self.engine = engine
-        self._lock = threading.Lock()
-        self._raw: Any = None  # the pool's connection record, checked out
-        self._cursor: Any = None
-        self._pid = 0
-        self._stale = False  # a connection of the pool was invalidated since it was taken
-        self._closed = False
-        event.listen(engine.pool, "invalidate", self._on_invalidate)
-
-    def _on_invalidate(self, dbapi_connection: Any, record: Any, exception: Any) -> None:
-        self._stale = True
-
-    def call(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        if self._closed or not self._lock.acquire(blocking=False):
-            return call_on(self.engine, sql, params)
-        try:
-            fresh = self._pid == os.getpid() and not self._stale
-            cursor = self._cursor if fresh else self._open()
-            try:
-                cursor.execute(sql, params, prepare=True)
-                return cursor.fetchall()
-            except BaseException:
-                self._drop()  # in an unknown state (or gone): never used again
-                raise
-        finally:
-            self._lock.release()
-
-    def _open(self) -> Any:
-        if self._pid == os.getpid():
-            self._drop()  # stale
-        elif self._raw is not None:  # the parent process's: its socket is the parent's
-            _ABANDONED.append(self._raw)  # kept referenced: never closed or returned here
-        self._raw = self._cursor = None
-        self._stale = False
-        raw = self.engine.raw_connection()
-        try:
-            conn = raw.driver_connection
-            conn.prepare_threshold = _EXPLICIT_ONLY
-            conn.autocommit = True
-            cursor = conn.cursor()
-        except BaseException:
-            raw.invalidate()
-            raise
-        self._raw, self._cursor, self._pid = raw, cursor, os.getpid()
-        return cursor
-
-    def _drop(self) -> None:
-        raw, self._raw, self._cursor, self._pid = self._raw, None, None, 0
-        if raw is not None:
-            try:
-                raw.invalidate()
-            except Exception:  # already gone
-                pass
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._pid == os.getpid():
-                self._drop()
-
-
-_ABANDONED: list[Any] = []  # a forked child's inherited reserved connections
-
-
-def _ready(result: Any) -> Any:
-    return result
-
-
-_SYNC: set[type] = set()  # the driver's sync connection classes met: no import, no await
-
-
-def _waiter(conn: Any) -> Any:
-    """How ``call_on`` waits on ``conn``'s calls: awaited in SQLAlchemy's greenlet for an
-    async connection; a sync one's class is remembered (its calls return their results)."""
-    import psycopg
-    from sqlalchemy.util import await_only
-
-    if isinstance(conn, psycopg.AsyncConnection):
-        return await_only
-    _SYNC.add(type(conn))
-    return _ready
