@@ -120,7 +120,8 @@ class SummaryMemory(StockSurface, BaseMemory):
         # load): strings are rendered once per message
         if name == "classic" and rt.store.shares_messages:
             rt.renderer = BufferRenderer()
-        elif name == "classic" and isinstance(getattr(rt.store, "classic", None), QuickClassic):
+        elif name == "classic" and isinstance(quick := getattr(rt.store, "classic", None),
+                                              QuickClassic) and quick.keeps_messages:
             rt.renderer = BufferRenderer(chars=RENDERED_CHARS)  # it may outlive the store's
 
     @field_serializer("store", "staged", "legacy")

@@ -48,7 +48,8 @@ class ClassicBackend(MemoryBackend):
         # window counts kept by identity: every window of a store that shares its messages;
         # the windows a store's quick path keeps (``ClassicSnapshot.kept``: fewer of them)
         shares = self.store.shares_messages
-        kept = shares or isinstance(getattr(self.store, "classic", None), QuickClassic)
+        quick = getattr(self.store, "classic", None)
+        kept = shares or (isinstance(quick, QuickClassic) and quick.keeps_messages)
         self._counts = WindowCounts(self.policy.count, 4096 if shares else 1024) \
             if kept and self.policy.additive else None
         self._llm = llm

@@ -94,6 +94,8 @@ class PostgresClassic(SqlClassic, QuickClassic):
     writing its row (a new version), and the one-statement load and save. What the last of
     those saw per thread is kept here (bounded by ``SEEN_CHARS``, oldest first out)."""
 
+    keeps_messages = True  # each thread's window, decoded once
+
     def __init__(self, store: PostgresStore) -> None:
         super().__init__(store)
         self.pg = store

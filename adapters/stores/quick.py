@@ -42,6 +42,8 @@ class ClassicSeen:
 class QuickClassic(ABC):
     """``store.classic`` of a store that offers the one-statement save and load."""
 
+    keeps_messages = False  # a quick read hands out the same window objects while unchanged
+
     @abstractmethod
     def quick_read(self, thread_id: str, detached: bool) -> ClassicSeen | None:
         """Placement, version and state in one statement; ``None``: no placement record.

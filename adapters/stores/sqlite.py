@@ -33,6 +33,7 @@ from adapters.stores.base import Checkpoints, Placement, Tx
 from adapters.stores.schema import load_placement
 from adapters.stores.checkpoint_sql import SqlCheckpointOps
 from adapters.stores.sql import SqlStore, SqlTx, _conn
+from adapters.stores.sqlite_classic import SqliteClassic
 
 logger = logging.getLogger("memshift.store")
 
@@ -184,6 +185,7 @@ class SqliteStore(SqlStore):
             "timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
         _configure(engine, self)
         super().__init__(url, engine)
+        self.classic = SqliteClassic(self)  # the load in one statement
         self.checkpoints = _SqliteCheckpoints(self, keep_checkpoints)
         if not create_schema:
             self.prepare_schema(False)
