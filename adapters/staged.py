@@ -4,12 +4,12 @@ Every ``SummaryMemory`` that is not shadow runs on this engine: ``backend="stage
 rollout share (or ``route``), and a fixed ``backend="classic"`` / ``"middleware"``, which is a
 rollout of 0.0 / 1.0. A fixed configuration's saves and loads go straight to its own side,
 whose transaction checks the placement before anything else (the guard); only a thread the
-guard refuses (placed elsewhere, or due to move) goes through the router. A thread's location is one record (``Placement``: backend, version,
-since, pinned) kept with the middleware side's store, and every path reads it inside its own
-transaction: a save's guard reads it before anything is written, a load's before the state is
-read. A thread found on the other backend moves at first touch: its state is copied through
-the same restore path as ``migrate`` and the placement changes *in the same transaction*,
-which checks that no turn landed meanwhile (transcript compare-and-set) and that nobody moved
+guard refuses (placed elsewhere, or due to move) goes through the router. A thread's location
+is one record (``Placement``: backend, version, since, pinned) kept with the middleware side's
+store, and every path reads it inside its own transaction: a save's guard reads it before
+anything is written, a load's before the state is read. A thread found on the other backend
+moves at first touch: its state is copied through the same restore path as ``migrate`` and
+the placement changes *in the same transaction*, which checks that no turn landed meanwhile (transcript compare-and-set) and that nobody moved
 it first (version compare-and-set). A crash mid-move leaves the thread on its old backend,
 intact. ``move_on_touch=False`` makes that move a ``ThreadElsewhere`` error instead; a
 read-only store is served where the thread lives.
@@ -51,6 +51,13 @@ T = TypeVar("T")
 SideCall = Callable[[Engine, "Guard | None"], Steps[T]]
 
 
+class _Route:
+    """What ``StagedEngine._straight`` returns when the router must serve the call."""
+
+
+ROUTE = _Route()
+
+
 def _distinct(stores: Iterable[Store]) -> list[Store]:
     """Each store once (both sides may share one), in first-seen order."""
     return list({id(store): store for store in stores}.values())
@@ -87,7 +94,7 @@ class StagedEngine(Engine):
         self.sides = sides
         self._first = next(iter(sides.built.values()))
         # a fixed configuration's own side, served without the router while the placement
-        # guard in its own transaction agrees (``_direct``)
+        # guard in its own transaction agrees (``_straight``)
         self._own = sides.built.get(fixed) if fixed is not None and placer.same_store and \
             not placer.read_only else None
         self.fixed, self.name = fixed, fixed or "staged"
@@ -232,17 +239,23 @@ class StagedEngine(Engine):
             return result
         raise PlacementChanged(f"thread placement kept changing for {ATTEMPTS} attempts")
 
-    def _own_side(self, thread_id: str, guard: Guard | None) -> Engine | None:
-        """A fixed configuration's own side, to call straight (the hot path): its transaction
-        checks the placement first (the guard), no router between; a refusal (``Elsewhere``,
-        ``Unsettled``: rolled back, nothing written) goes to the router, which moves the
-        thread or serves it where it lives. ``None`` for a thread last found elsewhere, or a
-        caller's guard."""
-        own = self._own
-        if own is None or guard is not None or \
-                self.placer.hints.get(thread_id, self.fixed) != self.fixed:
-            return None
-        return own
+    def _straight(self, thread_id: str, write: bool, guard: Guard | None,
+                  call: SideCall[T]) -> Steps[T | _Route]:
+        """A fixed configuration's hot path: ``call`` on its own side, whose transaction checks
+        the placement first (the guard), no router between. ``ROUTE`` when the router must
+        decide: a caller's guard, a thread last found elsewhere, or a refusal by the guard
+        (``Elsewhere``, ``Unsettled``: rolled back, nothing written), after which the router
+        moves the thread or serves it where it lives."""
+        own, placer = self._own, self.placer
+        if own is None or guard is not None or placer.hints.get(thread_id, self.fixed) != self.fixed:
+            return ROUTE
+        try:
+            return (yield from call(own, placer.guard(own.name, write)))
+        except Elsewhere as moved:
+            placer.remember(thread_id, moved.backend)  # where the router tries first
+            return ROUTE
+        except Unsettled:  # due to move (or unplaced and the other side holds it)
+            return ROUTE
 
     def _quick(self, thread_id: str) -> MemoryEngine | None:
         """The classic side, when it may serve the thread in one statement per call
@@ -275,18 +288,13 @@ class StagedEngine(Engine):
             if view is not None:
                 self.placer.remember(thread_id, "classic")
                 return view
-        own = self._own_side(thread_id, guard)
-        if own is not None:
-            try:
-                return (yield from own.load_steps(thread_id, detached,
-                                                  self.placer.guard(own.name, False)))
-            except Elsewhere as moved:
-                self.placer.remember(thread_id, moved.backend)
-            except Unsettled:
-                pass
-        return (yield from self._routed(
-            thread_id, False, guard,
-            lambda side, checked: side.load_steps(thread_id, detached, checked)))
+
+        def load(side: Engine, checked: Guard | None) -> Steps[MemoryView]:
+            return side.load_steps(thread_id, detached, checked)
+        view = yield from self._straight(thread_id, False, guard, load)
+        if not isinstance(view, _Route):
+            return view
+        return (yield from self._routed(thread_id, False, guard, load))
 
     def save_steps(self, thread_id: str, turn: list[BaseMessage], fold: bool = True,
                    guard: Guard | None = None) -> Steps[list[BaseMessage]]:
@@ -296,18 +304,13 @@ class StagedEngine(Engine):
                                                      self._serves_classic(thread_id))
             if quick is not None:
                 return quick
-        own = self._own_side(thread_id, guard)
-        if own is not None:
-            try:
-                return (yield from own.save_steps(thread_id, turn, fold,
-                                                  self.placer.guard(own.name, True)))
-            except Elsewhere as moved:
-                self.placer.remember(thread_id, moved.backend)
-            except Unsettled:
-                pass
-        stored = yield from self._routed(
-            thread_id, True, guard,
-            lambda side, checked: side.save_steps(thread_id, turn, fold, checked))
+
+        def save(side: Engine, checked: Guard | None) -> Steps[list[BaseMessage]]:
+            return side.save_steps(thread_id, turn, fold, checked)
+        stored = yield from self._straight(thread_id, True, guard, save)
+        if not isinstance(stored, _Route):
+            return stored
+        stored = yield from self._routed(thread_id, True, guard, save)
         if not self.same_store:
             yield from self._forward_if_moved(thread_id, self.placer.hints.get(thread_id),
                                               stored)
