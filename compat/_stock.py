@@ -252,9 +252,10 @@ class StockSurface:
 # On the in-memory store a classic window holds the store's own message objects, and the store
 # never edits them; on PostgreSQL a string load's window holds the objects the one-statement
 # load keeps per thread (``adapters.stores.postgres_classic``), never edited either (a load
-# that takes the usual path decodes new objects: rendered again). Between two loads a thread's window only grows at its end (a turn) or loses
-# its head (a fold). ``get_buffer_string`` renders each message on its own and joins the lines
-# with ``"\\n"``, so the lines of messages rendered by an earlier load are reused (matched by
+# that takes the usual path decodes new objects: rendered again). Between two loads a
+# thread's window only grows at its end (a turn) or loses its head (a fold).
+# ``get_buffer_string`` renders each message on its own and joins the lines with ``"\\n"``,
+# so the lines of messages rendered by an earlier load are reused (matched by
 # identity: ``kept_run``) and only new messages are rendered, by ``get_buffer_string`` itself.
 # A string load of a 60-message window then costs ~3 µs instead of ~45 µs. The cache holds the
 # messages, so an identity cannot be reused while it is cached. From the first message that is
@@ -286,13 +287,12 @@ class BufferRenderer:
         entry = self._cache.get(thread_id)
         lines: list[str] = []
         head = ""
-        if entry is not None:
-            if entry[0] == style:
-                _, seen, seen_lines, seen_summary, seen_head, _ = entry
-                if summary and summary == seen_summary:
-                    head = seen_head
-                start, n = kept_run(seen, window)
-                lines = seen_lines[start:start + n]  # a copy: the cached entry is never changed
+        if entry is not None and entry[0] == style:
+            _, seen, seen_lines, seen_summary, seen_head, _ = entry
+            if summary and summary == seen_summary:
+                head = seen_head
+            start, n = kept_run(seen, window)
+            lines = seen_lines[start:start + n]  # a copy: the cached entry is never changed
         lines.extend(self._line(m, style) for m in window[len(lines):])
         if summary and not head:
             head = self._line(style[2](content=summary), style)

@@ -24,7 +24,7 @@ from adapters._upstream import check_upstream
 from adapters.errors import ConfigError, ThreadIdRequired, UnknownArgumentError
 from adapters.stores.base import require
 from adapters.stores.own_saver import OwnSaver
-from adapters.stores.quick import QuickClassic
+from adapters.stores.quick import keeps_messages
 from adapters.summarizer import build_summarizer
 from compat._adopt import history_thread, legacy_adopter
 from compat._engines import Runtime, build_engine, open_memory_store, resolve_policy
@@ -120,8 +120,7 @@ class SummaryMemory(StockSurface, BaseMemory):
         # load): strings are rendered once per message
         if name == "classic" and rt.store.shares_messages:
             rt.renderer = BufferRenderer()
-        elif name == "classic" and isinstance(quick := getattr(rt.store, "classic", None),
-                                              QuickClassic) and quick.keeps_messages:
+        elif name == "classic" and keeps_messages(rt.store):
             rt.renderer = BufferRenderer(chars=RENDERED_CHARS)  # it may outlive the store's
 
     @field_serializer("store", "staged", "legacy")

@@ -26,7 +26,7 @@ from adapters import _upstream
 from adapters.backends.base import FoldFn, MemoryBackend
 from adapters.backends.classic_state import ClassicWrites, WindowCounts
 from adapters.stores.base import ClassicSnapshot, Tx
-from adapters.stores.quick import QuickClassic
+from adapters.stores.quick import keeps_messages
 from adapters.view import MemoryView, ThreadRecord, detach
 
 if TYPE_CHECKING:
@@ -48,8 +48,7 @@ class ClassicBackend(MemoryBackend):
         # window counts kept by identity: every window of a store that shares its messages;
         # the windows a store's quick path keeps (``ClassicSnapshot.kept``: fewer of them)
         shares = self.store.shares_messages
-        quick = getattr(self.store, "classic", None)
-        kept = shares or (isinstance(quick, QuickClassic) and quick.keeps_messages)
+        kept = shares or keeps_messages(self.store)
         self._counts = WindowCounts(self.policy.count, 4096 if shares else 1024) \
             if kept and self.policy.additive else None
         self._llm = llm

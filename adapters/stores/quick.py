@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage
 
 from adapters.stores.base import ClassicSnapshot, Placement
 
-__all__ = ["ClassicSeen", "QuickClassic"]
+__all__ = ["ClassicSeen", "QuickClassic", "keeps_messages"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,10 @@ class QuickClassic(ABC):
                             transcript: Sequence[BaseMessage],
                             window: Sequence[BaseMessage]) -> bool:
         return self.quick_append(thread_id, seen, transcript, window)
+
+
+def keeps_messages(store: Any) -> bool:
+    """Whether ``store``'s quick classic load hands out the same window objects while a
+    thread's window is unchanged (what is computed from them may be kept by identity)."""
+    quick = getattr(store, "classic", None)
+    return isinstance(quick, QuickClassic) and quick.keeps_messages

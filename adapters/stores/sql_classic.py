@@ -22,7 +22,19 @@ from adapters.stores.schema import (
 if TYPE_CHECKING:
     from adapters.stores.sql import SqlStore
 
-__all__ = ["SqlClassic"]
+__all__ = ["SqlClassic", "classic_snapshot"]
+
+
+def classic_snapshot(rows: Sequence[Any], thread_id: str) -> ClassicSnapshot:
+    """The state from ``READ_CLASSIC``'s rows, ``(kind, text, n, ...)`` ordered by kind then
+    ``n``: the summary row (kind 0: summary, folds), then the window rows (kind 1: message,
+    id); rows of any other kind are not the state's."""
+    summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
+    window = [r for r in rows if r[0] == 1]
+    return ClassicSnapshot(summary, folds,
+                           [load_message(r[1], thread_id, "memshift_window", r[2], keep=True)
+                            for r in window],
+                           [r[2] for r in window])
 
 
 class SqlClassic(ClassicState):
@@ -34,14 +46,8 @@ class SqlClassic(ClassicState):
     def read(self, tx: Tx) -> ClassicSnapshot:
         """Summary and window in one statement (one round trip): the summary row first
         (kind 0), then the window rows (kind 1) by id."""
-        rows = self.store.fetch(tx, READ_CLASSIC, {"tid": tx.thread_id})
-        summary, folds = (rows[0][1], rows[0][2]) if rows and rows[0][0] == 0 else ("", 0)
-        window = [r for r in rows if r[0] == 1]
-        tid = tx.thread_id
-        return ClassicSnapshot(summary, folds,
-                               [load_message(r[1], tid, "memshift_window", r[2], keep=True)
-                                for r in window],
-                               [r[2] for r in window])
+        return classic_snapshot(self.store.fetch(tx, READ_CLASSIC, {"tid": tx.thread_id}),
+                                tx.thread_id)
 
     def append(self, tx: Tx, messages: Sequence[BaseMessage]) -> None:
         if messages:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from adapters.io import Steps, run_async, run_sync
-from adapters.stores.base import ClassicSnapshot, Tx, in_transaction, store_io
+from adapters.stores.base import Tx, in_transaction, store_io
 from adapters.stores.quick import ClassicSeen, QuickClassic
-from adapters.stores.schema import load_message, load_placement
+from adapters.stores.schema import load_placement
 from adapters.stores.sql import _conn
-from adapters.stores.sql_classic import SqlClassic
+from adapters.stores.sql_classic import SqlClassic, classic_snapshot
 
 __all__ = ["SqliteClassic"]
 
@@ -62,11 +62,7 @@ class SqliteClassic(SqlClassic, QuickClassic):
             return None  # no placement record: the usual path decides (a legacy thread, ...)
         placement = load_placement(rows[-1][1:5], tid)
         assert placement is not None  # (a row was read)
-        summary, folds = (rows[0][1], rows[0][2]) if rows[0][0] == 0 else ("", 0)
-        window = [r for r in rows if r[0] == 1]
-        return ClassicSeen(placement, None, ClassicSnapshot(
-            summary, folds, [load_message(r[1], tid, "memshift_window", r[2], keep=True)
-                             for r in window], [r[2] for r in window]))
+        return ClassicSeen(placement, None, classic_snapshot(rows, tid))
 
     def seen(self, thread_id: str) -> ClassicSeen | None:
         return None  # saves take the usual path
