@@ -378,29 +378,36 @@ def test_window_counts_equal_a_whole_count_through_growth_folds_and_replacements
     assert counts([*grown, *copies]) == count_tokens_cjk([*grown, *copies]) and counted == [1, 1]
 
 
-def test_classic_folds_the_same_with_and_without_kept_window_counts() -> None:
+@pytest.mark.parametrize("kind", ["memory", "postgres"])
+def test_classic_folds_the_same_with_and_without_kept_window_counts(
+        kind: str, fresh_store: Any) -> None:
+    """In memory every window is the store's own objects; on PostgreSQL, the windows the quick
+    path keeps (``ClassicSnapshot.kept``)."""
     from adapters import MemoryPolicy
 
     def run(keep_counts: bool) -> list[Any]:
-        memory = SummaryMemory(backend="classic", store="memory",
-                               policy=MemoryPolicy(max_tokens=200, keep_tokens=90))
-        backend = memory.backend_impl.leaves()[0].backend
-        counts, policy = backend._counts, memory.active_policy
-        assert counts is not None
+        with SummaryMemory(backend="classic", store=fresh_store(kind),
+                           policy=MemoryPolicy(max_tokens=200, keep_tokens=90)) as memory:
+            backend = memory.backend_impl.leaves()[0].backend
+            counts, policy = backend._counts, memory.active_policy
+            assert counts is not None
+            kept: list[int] = []
 
-        def checked(window: Any, stored: int | None = None) -> int:  # kept count == whole count
-            assert stored is not None and stored <= len(window)
-            tokens = counts(window, stored)
-            assert tokens == policy.count(window)
-            return tokens
-        backend._counts = checked if keep_counts else None
-        backend._local.__dict__.clear()  # the per-thread memory took the old value
-        views = []
-        for i in range(40):
-            memory.save("t", *filler_turn("t", i, 9 + i % 7))
-            view = memory.load("t")
-            views.append((view.summary, view.folds, [m.content for m in view.messages]))
-        return views
+            def checked(window: Any, stored: int | None = None) -> int:
+                assert stored is not None and stored <= len(window)
+                tokens = counts(window, stored)
+                assert tokens == policy.count(window)  # a kept count is the whole count
+                kept.append(tokens)
+                return tokens
+            backend._counts = checked if keep_counts else None
+            backend._local.__dict__.clear()  # the per-thread memory took the old value
+            views = []
+            for i in range(40):
+                memory.save("t", *filler_turn("t", i, 9 + i % 7))
+                view = memory.load("t")
+                views.append((view.summary, view.folds, [m.content for m in view.messages]))
+            assert kept or not keep_counts  # the saves used them
+            return views
     assert run(True) == run(False)
 
 

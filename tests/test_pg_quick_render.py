@@ -55,32 +55,6 @@ def test_string_loads_equal_get_buffer_string_through_every_kind_of_write(fresh_
         assert folds >= 2  # the sequence went through folds, not only appends
 
 
-def test_quick_saves_fold_the_same_with_and_without_kept_window_counts(fresh_store: Any) -> None:
-    def run(keep_counts: bool) -> list[Any]:
-        with SummaryMemory(backend="classic", store=fresh_store("postgres"),
-                           policy=MemoryPolicy(max_tokens=200, keep_tokens=90)) as memory:
-            backend = memory.backend_impl.leaves()[0].backend
-            counts, policy = backend._counts, memory.active_policy
-            assert counts is not None  # PostgreSQL's quick path keeps its windows
-            kept: list[int] = []
-
-            def checked(window: Any, stored: int | None = None) -> int:
-                tokens = counts(window, stored)
-                assert tokens == policy.count(window)  # a kept count is the whole count
-                kept.append(tokens)
-                return tokens
-            backend._counts = checked if keep_counts else None
-            backend._local.__dict__.clear()  # the per-thread memory took the old value
-            views = []
-            for i in range(30):
-                memory.save("t", *filler_turn("t", i, 9 + i % 7))
-                view = memory.load("t")
-                views.append((view.summary, view.folds, [m.content for m in view.messages]))
-            assert kept or not keep_counts  # the quick saves used them
-            return views
-    assert run(True) == run(False)
-
-
 def test_an_erased_thread_leaves_no_rendering(fresh_store: Any) -> None:
     with SummaryMemory(backend="classic", store=fresh_store("postgres")) as memory:
         for i in range(3):
