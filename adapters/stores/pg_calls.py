@@ -7,12 +7,14 @@ are; this is how they travel (connections, the fork and failure rules), sync and
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
 
 __all__ = ["ReservedConnection", "call_on"]
 
+logger = logging.getLogger("memshift.store")
 _EXPLICIT_ONLY = 2**31  # psycopg prepares after this many runs: never, unless asked to
 
 
@@ -44,8 +46,8 @@ class ReservedConnection:
 
     Checking a connection out of SQLAlchemy's pool and back, switching it to autocommit and
     back and making a cursor cost ~60 µs of client CPU a save+load (0.38 -> 0.42x the raw
-    driver, BENCHMARKS.md). One is enough: with 8 threads, up to 4 kept measured no better. This connection stays in autocommit with its
-    statements prepared. A call takes it only when no other thread holds it and uses the pool
+    driver, BENCHMARKS.md); one is enough (with 8 threads, up to 4 kept measured no better).
+    This connection stays in autocommit with its statements prepared. A call takes it only when no other thread holds it and uses the pool
     otherwise (it never waits); a failing call drops it (invalidated: the next call checks out
     a fresh one), and so does any connection of the pool found dead (SQLAlchemy then renews
     the whole pool: a server restart costs one failed call, not one per path); a forked child
@@ -105,8 +107,8 @@ class ReservedConnection:
         if raw is not None:
             try:
                 raw.invalidate()
-            except Exception:  # already gone
-                pass
+            except Exception as exc:  # already gone: nothing left to close
+                logger.debug("discarding the reserved connection: %s", type(exc).__name__)
 
     def close(self) -> None:
         with self._lock:
